@@ -1,0 +1,521 @@
+/*
+ * libsmoe_stream: stream Mixture-of-Experts expert weights from NVMe into a
+ * lock-free ring of 16 KiB-aligned slots with direct I/O.
+ *
+ * This is the whole public interface. Conventions, stated once:
+ *  - Every function that can fail returns int: >= 0 is success (some
+ *    functions return a positive status), a negative SMOE_E* code is a
+ *    failure. smoe_strerror() names a code; smoe_last_error() gives the
+ *    calling thread's detailed message for its most recent failure (which
+ *    file, which field, what was expected).
+ *  - Structs that may grow carry `struct_size` as their first member. The
+ *    caller sets it (the *_INIT macros and *_init() functions do); the
+ *    library reads or writes only that many bytes and gives every field the
+ *    caller did not supply its default. Fields are only ever appended.
+ *  - "since 1.0" marks the release that introduced a function or field.
+ *
+ * ABI: the shared library's SONAME is libsmoe_stream.so.<MAJOR>. Within one
+ * major version functions are never removed or changed, struct fields are
+ * only appended behind struct_size, enum and error values never change.
+ * See docs/abi.md.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef SMOE_STREAM_H
+#define SMOE_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version -------------------------------------------------------- */
+
+#define SMOE_VERSION_MAJOR 1
+#define SMOE_VERSION_MINOR 0
+#define SMOE_VERSION_PATCH 0
+#define SMOE_VERSION_NUMBER \
+    (SMOE_VERSION_MAJOR * 10000 + SMOE_VERSION_MINOR * 100 + SMOE_VERSION_PATCH)
+#define SMOE_VERSION_STR2_(x) #x
+#define SMOE_VERSION_STR_(a, b, c) \
+    SMOE_VERSION_STR2_(a) "." SMOE_VERSION_STR2_(b) "." SMOE_VERSION_STR2_(c)
+#define SMOE_VERSION_STRING \
+    SMOE_VERSION_STR_(SMOE_VERSION_MAJOR, SMOE_VERSION_MINOR, SMOE_VERSION_PATCH)
+
+/* ---- export and deprecation macros ---------------------------------- */
+
+#if defined(_WIN32)
+#  if defined(SMOE_BUILDING_SHARED)
+#    define SMOE_API __declspec(dllexport)
+#  elif defined(SMOE_USING_SHARED)
+#    define SMOE_API __declspec(dllimport)
+#  else
+#    define SMOE_API
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define SMOE_API __attribute__((visibility("default")))
+#else
+#  define SMOE_API
+#endif
+
+#if defined(SMOE_DISABLE_DEPRECATE_WARNINGS)
+#  define SMOE_DEPRECATED(msg)
+#elif defined(__GNUC__) || defined(__clang__)
+#  define SMOE_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#  define SMOE_DEPRECATED(msg)
+#endif
+
+/* ---- errors and statuses -------------------------------------------- */
+
+/*
+ * X(name, value, message). Values are part of the ABI and never change or
+ * get reused; new codes are appended with new, more negative values.
+ */
+#define SMOE_ERRNO_MAP(X)                                                    \
+    X(EINVAL,      -1, "invalid argument")                                   \
+    X(ENOMEM,      -2, "out of memory")                                      \
+    X(EIO,         -3, "read failed")                                        \
+    X(ENOENT,      -4, "no such (layer, expert) in the vault")               \
+    X(EFULL,       -5, "ring full: no evictable slot")                       \
+    X(EAGAIN,      -6, "expert is still loading")                            \
+    X(ENOTRESIDENT,-7, "expert is not resident and nobody prefetched it")    \
+    X(ETIMEDOUT,   -8, "timed out")                                          \
+    X(ESHUTDOWN,   -9, "stream is shut down")                                \
+    X(EBUSY,      -10, "references are still held")                          \
+    X(ECHECKSUM,  -11, "blob checksum mismatch")                             \
+    X(ETRUNC,     -12, "file is truncated")                                  \
+    X(ESYS,       -13, "system call failed")                                 \
+    X(EMAGIC,     -14, "bad magic number")                                   \
+    X(EVERSION,   -15, "unsupported format version")                         \
+    X(ERANGE,     -16, "table or blob lies outside the file")                \
+    X(EOVERFLOW,  -17, "offset plus size overflows")                         \
+    X(EALIGN,     -18, "misaligned offset or size")                          \
+    X(EOVERLAP,   -19, "overlapping blobs")                                  \
+    X(EDUP,       -20, "duplicate (layer, expert)")                          \
+    X(ECOUNT,     -21, "counts too large for the file")                      \
+    X(EHDRSUM,    -22, "header or table checksum mismatch")                  \
+    X(EFORMAT,    -23, "malformed field")                                    \
+    X(EDIRECTIO,  -24, "file system refuses direct I/O")                     \
+    X(ENOTSUP,    -25, "not supported")                                      \
+    X(ESMALLRING, -26, "ring cannot hold one layer's experts")               \
+    X(ESLOTSIZE,  -27, "slot size is smaller than the largest blob")         \
+    X(EREFS,      -28, "too many references to one slot")
+
+typedef enum smoe_error {
+    SMOE_OK = 0,
+#define SMOE_ERR_ENUM_(name, val, msg) SMOE_##name = (val),
+    SMOE_ERRNO_MAP(SMOE_ERR_ENUM_)
+#undef SMOE_ERR_ENUM_
+    SMOE_ERR_LAST_ = -28
+} smoe_error;
+
+/* Positive statuses of smoe_prefetch(). */
+enum {
+    SMOE_QUEUED   = 0, /* a read was queued for this expert */
+    SMOE_RESIDENT = 1, /* already READY or retained; no read */
+    SMOE_INFLIGHT = 2, /* already loading; joined, no second read */
+    SMOE_SKIPPED  = 3  /* speculative request dropped (cap or no room); counted */
+};
+
+/* Positive statuses of smoe_claim() and smoe_claim_wait(). */
+enum {
+    SMOE_READY = 0, /* first claim since the blob was read */
+    SMOE_HIT   = 1  /* retained blob claimed again: zero bytes read */
+};
+
+/* Message for a code ("unknown error" for a value no release defined). */
+SMOE_API const char *smoe_strerror(int err);           /* since 1.0 */
+/* Symbolic name of a code, e.g. "SMOE_ETRUNC". */
+SMOE_API const char *smoe_err_name(int err);           /* since 1.0 */
+/*
+ * The calling thread's detailed message for its most recent failing call
+ * (e.g. "vault.smoe: expert table entry 17 (layer 0, expert 17): offset
+ * 4096 is not a multiple of 16384"). Thread-local; valid until the thread's
+ * next call into the library. Never NULL.
+ */
+SMOE_API const char *smoe_last_error(void);            /* since 1.0 */
+
+SMOE_API unsigned smoe_version_number(void);           /* since 1.0 */
+SMOE_API const char *smoe_version_string(void);        /* since 1.0 */
+
+/* ---- element types of blob components -------------------------------- */
+
+/*
+ * dtype values, grouped by range and never reused:
+ *   1..63       plain element types (every safetensors dtype)
+ *   0x100 + t   ggml type t, numbered exactly as ggml's enum ggml_type
+ *               (quantised block types included: Q4_0 is 0x102, Q4_K 0x10c)
+ *   0x200       mlx-style packed quantisation: uint32 words holding
+ *               quant_bits-bit values; groups of quant_group elements along
+ *               the last dimension share a scale and a bias, stored as
+ *               components named "<name>.scales" and "<name>.biases"
+ */
+enum {
+    SMOE_DTYPE_UNKNOWN = 0,
+    SMOE_DTYPE_BOOL = 1,
+    SMOE_DTYPE_U8 = 2,
+    SMOE_DTYPE_I8 = 3,
+    SMOE_DTYPE_U16 = 4,
+    SMOE_DTYPE_I16 = 5,
+    SMOE_DTYPE_F16 = 6,
+    SMOE_DTYPE_BF16 = 7,
+    SMOE_DTYPE_U32 = 8,
+    SMOE_DTYPE_I32 = 9,
+    SMOE_DTYPE_F32 = 10,
+    SMOE_DTYPE_U64 = 11,
+    SMOE_DTYPE_I64 = 12,
+    SMOE_DTYPE_F64 = 13,
+    SMOE_DTYPE_F8_E4M3 = 14,
+    SMOE_DTYPE_F8_E5M2 = 15,
+    SMOE_DTYPE_F8_E8M0 = 16,
+    SMOE_DTYPE_F4_E2M1 = 17,  /* two values per byte */
+    SMOE_DTYPE_F6_E2M3 = 18,  /* four values per three bytes */
+    SMOE_DTYPE_F6_E3M2 = 19,
+    SMOE_DTYPE_C64 = 20,
+    SMOE_DTYPE_GGML_BASE = 0x100,
+    SMOE_DTYPE_MLX_PACKED = 0x200
+};
+#define SMOE_DTYPE_GGML(t) (SMOE_DTYPE_GGML_BASE + (t))
+
+/* Name of a dtype ("bf16", "ggml:q4_K", "mlx_packed"), "?" if unknown. */
+SMOE_API const char *smoe_dtype_name(uint32_t dtype);  /* since 1.0 */
+
+/* ---- blob layouts ---------------------------------------------------- */
+
+#define SMOE_COMPONENT_NAME_MAX 64 /* bytes, NUL included */
+#define SMOE_MAX_DIMS 4
+
+/*
+ * One named component (a matrix or its scales) inside an expert blob.
+ * Mirrors the vault's 128-byte component record; fixed size.
+ */
+typedef struct smoe_component {
+    char name[SMOE_COMPONENT_NAME_MAX]; /* "gate", "up", "down.scales", ... */
+    uint32_t dtype;                     /* SMOE_DTYPE_* */
+    uint32_t ndim;                      /* 1..SMOE_MAX_DIMS */
+    uint64_t shape[SMOE_MAX_DIMS];      /* outermost first; unused dims 0 */
+    uint64_t offset;                    /* byte offset inside the blob */
+    uint64_t nbytes;                    /* byte size */
+    uint32_t quant_group;               /* mlx packed: group size, else 0 */
+    uint32_t quant_bits;                /* mlx packed: bits per value, else 0 */
+} smoe_component;
+
+/* ---- the stream ------------------------------------------------------ */
+
+typedef struct smoe_stream smoe_stream;
+
+/* Log levels passed to smoe_log_fn. */
+enum { SMOE_LOG_ERROR = 0, SMOE_LOG_WARN = 1, SMOE_LOG_INFO = 2 };
+typedef void (*smoe_log_fn)(void *user, int level, const char *msg);
+
+/* smoe_open_opts.flags */
+enum {
+    /* Fall back to buffered reads where the file system refuses direct I/O. */
+    SMOE_OPEN_ALLOW_BUFFERED = 1u << 0,
+    /* Always use buffered reads (benchmarks, file systems without O_DIRECT). */
+    SMOE_OPEN_BUFFERED = 1u << 1,
+    /* mlock() the ring after faulting it in. */
+    SMOE_OPEN_MLOCK = 1u << 2,
+    /* smoe_close() frees even while references are held. */
+    SMOE_OPEN_FORCE_CLOSE = 1u << 3,
+    /* No pre-warm thread. */
+    SMOE_OPEN_NO_PREWARM = 1u << 4,
+    /* Neither load nor save the popularity histogram. */
+    SMOE_OPEN_NO_FREQ = 1u << 5
+};
+
+/* smoe_open_opts.verify */
+enum {
+    SMOE_VERIFY_DEFAULT = 0, /* the library's default (see docs/benchmarks.md) */
+    SMOE_VERIFY_ON = 1,      /* check each blob's XXH3 as it lands */
+    SMOE_VERIFY_OFF = 2
+};
+
+/* smoe_open_opts.eviction */
+enum {
+    SMOE_EVICT_DEFAULT = 0,
+    SMOE_EVICT_LRU = 1
+};
+
+typedef struct smoe_open_opts {
+    size_t struct_size;       /* sizeof(smoe_open_opts); set by _INIT/_init */
+    /* since 1.0 */
+    uint32_t workers;         /* I/O worker threads; 0: 16 */
+    uint32_t ring_slots;      /* slot count; 0: automatic (memory budget) */
+    uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob */
+    uint32_t flags;           /* SMOE_OPEN_* */
+    uint32_t verify;          /* SMOE_VERIFY_* */
+    uint32_t spec_share_pct;  /* speculative reads in flight, % of slots; 0: 25 */
+    uint32_t top_k;           /* experts per token per layer; 0: unknown */
+    uint64_t reserve_bytes;   /* memory the engine keeps (KV cache, activations) */
+    uint64_t scout_bytes;     /* resident dense weights; 0: size of scout_path */
+    const char *scout_path;   /* scout file, for the memory budget; may be NULL */
+    const char *freq_path;    /* histogram file; NULL: "<vault>.freq" */
+    const char *trace_path;   /* record demand prefetches here; NULL: $SMOE_TRACE */
+    uint32_t prewarm_pause_us;/* pause between pre-warm prefetches; 0: 4000 */
+    uint32_t eviction;        /* SMOE_EVICT_* */
+    uint32_t chunk_bytes;     /* read chunk; 0: default; multiple of 16 KiB */
+    uint32_t reserved0_;      /* must be 0 */
+    smoe_log_fn log_fn;       /* warnings and errors; NULL: silent */
+    void *log_user;
+} smoe_open_opts;
+
+#define SMOE_OPEN_OPTS_INIT {sizeof(smoe_open_opts), 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+                             NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL}
+
+/* Fill *opts with defaults and set struct_size. Same bytes as the macro. */
+SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
+
+/*
+ * Open a vault and start the streamer: validates the whole vault header and
+ * table, sizes and faults in the ring, opens one direct-I/O descriptor per
+ * worker and starts the workers (and the pre-warm thread).
+ * opts may be NULL for defaults.
+ * @return 0 and *out set, or a negative code (*out left NULL).
+ * Thread safety: any thread; the handle is safe to share between threads.
+ */
+SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts,
+                       smoe_stream **out);                      /* since 1.0 */
+
+/*
+ * Stop the streamer: thread-safe and idempotent. Every call waiting in
+ * smoe_claim_wait() and every later prefetch or claim returns
+ * SMOE_ESHUTDOWN; workers stop after the read they are doing. Claimed blobs
+ * stay valid until released. @return 0.
+ */
+SMOE_API int smoe_shutdown(smoe_stream *s);                     /* since 1.0 */
+
+/*
+ * Shut down (if not yet), join every thread, save the histogram and free
+ * everything. No other thread may be inside the library for this handle.
+ * While references are held it returns SMOE_EBUSY and frees nothing, unless
+ * the stream was opened with SMOE_OPEN_FORCE_CLOSE. NULL is a no-op.
+ * @return 0, SMOE_EBUSY.
+ */
+SMOE_API int smoe_close(smoe_stream *s);                        /* since 1.0 */
+
+/* smoe_prefetch() flags */
+enum {
+    SMOE_PREFETCH_DEMAND = 0,
+    SMOE_PREFETCH_SPECULATIVE = 1u << 0
+};
+
+/*
+ * Ask for an expert. Never blocks, never reads.
+ * @return SMOE_QUEUED: a read was queued (a slot was reserved, evicting the
+ *           least recently used idle slot if no slot was empty);
+ *         SMOE_RESIDENT: already READY or retained; its LRU tick is
+ *           refreshed and, for a demand request, it is pinned until claimed;
+ *         SMOE_INFLIGHT: already loading; a demand request for a queued
+ *           speculative read upgrades it to demand priority;
+ *         SMOE_SKIPPED: speculative only: dropped because speculation is at
+ *           its cap or no slot is evictable (counted in stats);
+ *         SMOE_EFULL: demand only: every slot is referenced, loading or
+ *           awaiting its demand claim; nothing was changed;
+ *         SMOE_ENOENT: no such (layer, expert); SMOE_ESHUTDOWN.
+ * A demand-prefetched expert is pinned (never evicted) until it is claimed.
+ * Thread safety: any number of threads at once; lock-free; no allocation.
+ */
+SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert,
+                           unsigned flags);                     /* since 1.0 */
+
+/*
+ * A claimed blob. Filled by smoe_claim(); pass the same struct to
+ * smoe_release(). The data stays valid and unchanged until released.
+ */
+typedef struct smoe_blob {
+    const void *data;     /* 16 KiB-aligned start of the payload */
+    uint64_t size;        /* payload bytes (the padding after it is zeros) */
+    uint64_t ring_offset; /* data - ring base (see smoe_ring_region) */
+    uint32_t layer;
+    uint32_t expert;
+    uint32_t layout;      /* blob layout index, see smoe_layout_component() */
+    uint32_t slot;        /* internal: slot index */
+    uint32_t gen;         /* internal: slot generation */
+    uint32_t held;        /* internal: nonzero while this descriptor holds a reference */
+    uint64_t reserved_[2];
+} smoe_blob;
+
+/*
+ * Non-blocking claim (never issues I/O).
+ * @return SMOE_READY or SMOE_HIT: exactly one reference taken, *blob filled;
+ *         SMOE_EAGAIN: still loading; SMOE_ENOTRESIDENT: nobody prefetched
+ *         it (or it was evicted); SMOE_EIO, SMOE_ECHECKSUM, SMOE_ETRUNC: its
+ *         read failed, and stays failed until the next prefetch of the
+ *         expert retries it; SMOE_ENOENT; SMOE_ESHUTDOWN; SMOE_EREFS.
+ *         No reference is taken on any negative return.
+ * Thread safety: any number of threads at once; lock-free; no allocation.
+ */
+SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
+                        smoe_blob *blob);                       /* since 1.0 */
+
+/*
+ * Claim, waiting up to timeout_ns (UINT64_MAX: no limit). Issues a demand
+ * prefetch first when the expert is neither resident nor in flight. Spins
+ * briefly, then parks on the slot's word (futex / ulock) until a worker
+ * publishes it. @return as smoe_claim(), plus SMOE_ETIMEDOUT and
+ * SMOE_EFULL (the demand prefetch found no room).
+ */
+SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
+                             uint64_t timeout_ns, smoe_blob *blob); /* since 1.0 */
+
+/*
+ * Drop the reference *blob holds. The slot keeps its data and identity
+ * (retained) until the LRU evicts it. @return 0; SMOE_EINVAL when *blob
+ * holds no reference (released already, or never claimed).
+ * Thread safety: any thread, but not concurrently on the same descriptor.
+ */
+SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob);     /* since 1.0 */
+
+/*
+ * Engine busy flag: while busy, the pre-warm thread issues no reads.
+ * A stream opens idle, so pre-warm starts at once. @return 0.
+ */
+SMOE_API int smoe_set_busy(smoe_stream *s, int busy);           /* since 1.0 */
+
+/* Save the popularity histogram now (atomically). @return 0 or an error. */
+SMOE_API int smoe_freq_save(smoe_stream *s);                    /* since 1.0 */
+
+/* The ring's memory, for registering it once with a GPU API. */
+typedef struct smoe_ring_region {
+    size_t struct_size;
+    /* since 1.0 */
+    void *base;           /* 16 KiB-aligned */
+    uint64_t length;      /* multiple of 16 KiB */
+    uint64_t slot_stride; /* multiple of 16 KiB */
+    uint32_t slots;
+    uint32_t reserved0_;
+} smoe_ring_region;
+
+SMOE_API int smoe_ring_region_get(smoe_stream *s, smoe_ring_region *r); /* since 1.0 */
+
+/* What the vault holds. */
+typedef struct smoe_vault_info {
+    size_t struct_size;
+    /* since 1.0 */
+    uint32_t layers;
+    uint32_t experts;         /* per layer */
+    uint32_t layouts;
+    uint32_t top_k;           /* from the vault's metadata; 0 if unknown */
+    uint64_t max_padded;      /* largest padded blob */
+    uint64_t total_padded;    /* sum of padded blobs */
+    uint64_t file_size;
+    uint64_t vault_id;        /* XXH3 of header and tables: identifies the vault */
+} smoe_vault_info;
+
+SMOE_API int smoe_vault_info_get(smoe_stream *s, smoe_vault_info *vi); /* since 1.0 */
+
+/* Number of components in blob layout `layout`, or a negative code. */
+SMOE_API int smoe_layout_count(smoe_stream *s, uint32_t layout);       /* since 1.0 */
+/* Component `index` of layout `layout`. */
+SMOE_API int smoe_layout_component(smoe_stream *s, uint32_t layout, uint32_t index,
+                                   smoe_component *out);               /* since 1.0 */
+/* Component named `name` of layout `layout`; SMOE_ENOENT if none. */
+SMOE_API int smoe_layout_find(smoe_stream *s, uint32_t layout, const char *name,
+                              smoe_component *out);                    /* since 1.0 */
+/* Value of a metadata key ("model", "quant", ...), or NULL. Owned by s. */
+SMOE_API const char *smoe_meta_get(smoe_stream *s, const char *key);   /* since 1.0 */
+
+/* smoe_stats.io_mode */
+enum { SMOE_IO_DIRECT = 1, SMOE_IO_BUFFERED = 2 };
+
+/*
+ * Counters since open. Set st->struct_size (SMOE_STATS_INIT); the library
+ * fills only that many bytes. Counts are taken without stopping the
+ * streamer, so they are a near-instant snapshot, not one atomic cut.
+ */
+typedef struct smoe_stats {
+    size_t struct_size;
+    /* since 1.0: requests */
+    uint64_t prefetch_demand;     /* demand smoe_prefetch calls that succeeded */
+    uint64_t prefetch_spec;       /* speculative smoe_prefetch calls */
+    uint64_t hits;                /* demand found READY or retained: no read */
+    uint64_t joins;               /* demand found a read in flight */
+    uint64_t misses;              /* demand started a read */
+    uint64_t spec_queued;         /* speculative reads queued */
+    uint64_t spec_skipped;        /* speculative requests dropped */
+    uint64_t spec_upgraded;       /* queued speculative reads upgraded to demand */
+    uint64_t spec_cancelled;      /* queued speculative reads evicted unstarted */
+    uint64_t spec_used;           /* speculative reads later claimed */
+    uint64_t spec_wasted_bytes;   /* speculative bytes evicted without a claim */
+    uint64_t full;                /* demand prefetches refused with SMOE_EFULL */
+    /* since 1.0: reads */
+    uint64_t reads_done;          /* reads that completed (ok or failed) */
+    uint64_t reads_failed;
+    uint64_t bytes_read;
+    uint64_t evictions;
+    /* since 1.0: claims */
+    uint64_t claims;              /* successful claims */
+    uint64_t claim_hits;          /* of which retained (SMOE_HIT) */
+    uint64_t claim_waits;         /* smoe_claim_wait calls that had to wait */
+    uint64_t claim_wait_ns;       /* total time spent waiting in smoe_claim_wait */
+    uint64_t releases;
+    /* since 1.0: ring */
+    uint64_t slots;
+    uint64_t slot_bytes;
+    uint64_t ring_bytes;
+    uint64_t slots_empty;         /* slot counts by state, at the time of the call */
+    uint64_t slots_loading;
+    uint64_t slots_ready;
+    uint64_t slots_retained;      /* CONSUMED with no reference */
+    uint64_t slots_referenced;    /* held by at least one claim */
+    uint64_t slots_failed;
+    /* since 1.0: workers */
+    uint64_t io_mode;             /* SMOE_IO_DIRECT or SMOE_IO_BUFFERED */
+    uint64_t verify;              /* 1 if blobs are checked on load */
+    uint64_t workers;
+    uint64_t worker_parks;        /* times a worker parked idle */
+    uint64_t worker_wakes;        /* wake-ups issued to parked workers */
+} smoe_stats;
+
+#define SMOE_STATS_INIT {sizeof(smoe_stats)}
+
+SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st);    /* since 1.0 */
+
+/* ---- writing vaults -------------------------------------------------- */
+
+typedef struct smoe_writer smoe_writer;
+
+typedef struct smoe_writer_opts {
+    size_t struct_size;
+    /* since 1.0 */
+    uint32_t layers;          /* required */
+    uint32_t experts;         /* per layer; required */
+    uint32_t component_align; /* alignment of components in a blob; 0: 256 */
+    uint32_t reserved0_;
+} smoe_writer_opts;
+
+#define SMOE_WRITER_OPTS_INIT {sizeof(smoe_writer_opts), 0, 0, 0, 0}
+
+/*
+ * Start writing a vault. The vault is written to "<path>.tmp.<pid>" and
+ * renamed to path by smoe_writer_finish(), so an interrupted write never
+ * leaves a file that looks complete.
+ */
+SMOE_API int smoe_writer_open(const char *path, const smoe_writer_opts *opts,
+                              smoe_writer **out);               /* since 1.0 */
+/*
+ * Add a blob layout; *id receives its index. Component offsets must be
+ * multiples of component_align, in increasing order and non-overlapping.
+ */
+SMOE_API int smoe_writer_add_layout(smoe_writer *w, const smoe_component *comps,
+                                    uint32_t n, uint32_t *id);  /* since 1.0 */
+/* Set a metadata key (no '=' or newline in key, no newline in value). */
+SMOE_API int smoe_writer_set_meta(smoe_writer *w, const char *key,
+                                  const char *value);           /* since 1.0 */
+/* Append the blob of (layer, expert); size must cover its layout. */
+SMOE_API int smoe_writer_add_blob(smoe_writer *w, uint32_t layer, uint32_t expert,
+                                  uint32_t layout, const void *data,
+                                  uint64_t size);               /* since 1.0 */
+/* Write the tables, fsync, rename into place and free w. */
+SMOE_API int smoe_writer_finish(smoe_writer *w);                /* since 1.0 */
+/* Remove the temporary file and free w. NULL is a no-op. */
+SMOE_API void smoe_writer_abort(smoe_writer *w);                /* since 1.0 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SMOE_STREAM_H */

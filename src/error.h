@@ -1,0 +1,20 @@
+/* error.h - thread-local detailed error messages (smoe_last_error). */
+#ifndef SMOE_ERROR_H
+#define SMOE_ERROR_H
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SMOE__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SMOE__PRINTF(a, b)
+#endif
+
+/*
+ * Record the calling thread's detailed message and return code, so error
+ * paths read `return smoe__fail(SMOE_ETRUNC, "%s: ...", path);`.
+ * Only called on failure paths, never on the hot path's success.
+ */
+int smoe__fail(int code, const char *fmt, ...) SMOE__PRINTF(2, 3);
+/* Set the message without changing it into a code (for warnings). */
+void smoe__set_msg(const char *fmt, ...) SMOE__PRINTF(1, 2);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * io.h - the library's only door to the operating system's file calls.
+ *
+ * Every open/pread/pwrite/fsync/rename the library makes goes through a
+ * smoe__io table, the way SQLite's VFS sits in front of the OS. The default
+ * table calls the OS; tests install one that fails the Nth call, returns
+ * short reads or EINTR, or delays (tests/fault_io.c).
+ *
+ * Return convention: >= 0 success, -errno on failure (never -1 + errno).
+ */
+#ifndef SMOE_IO_H
+#define SMOE_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+/* smoe__io.open flags (translated to O_* by the OS table) */
+enum {
+    SMOE__IO_RDONLY = 1u << 0,
+    SMOE__IO_WRONLY = 1u << 1, /* create + truncate */
+    SMOE__IO_DIRECT = 1u << 2, /* O_DIRECT on Linux, F_NOCACHE on macOS */
+    SMOE__IO_RDWR = 1u << 3    /* create, no truncate */
+};
+
+typedef struct smoe__io smoe__io;
+struct smoe__io {
+    int (*open)(const smoe__io *io, const char *path, unsigned flags);
+    int (*close)(const smoe__io *io, int fd);
+    ssize_t (*pread)(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off);
+    ssize_t (*pwrite)(const smoe__io *io, int fd, const void *buf, size_t n, uint64_t off);
+    int (*fsync)(const smoe__io *io, int fd);
+    int (*rename)(const smoe__io *io, const char *from, const char *to);
+    int (*unlink)(const smoe__io *io, const char *path);
+    int (*size)(const smoe__io *io, int fd, uint64_t *size);
+    void *user; /* for test implementations */
+};
+
+/* The table that calls the OS. */
+extern const smoe__io smoe__io_os;
+
+/*
+ * The table new streams and writers use. Tests swap it (not thread-safe:
+ * set it before opening). Never NULL.
+ */
+const smoe__io *smoe__io_get(void);
+void smoe__io_set(const smoe__io *io); /* NULL restores smoe__io_os */
+
+/*
+ * Read exactly n bytes at off, looping on EINTR and short reads. Gives up
+ * after a bounded number of attempts without progress, or at once when
+ * *stop becomes nonzero (stop may be NULL).
+ * @return 0; SMOE_ETRUNC when the file ends first; SMOE_EIO with *err_no
+ * set to the errno; SMOE_ESHUTDOWN when stopped.
+ */
+int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
+                       uint64_t off, const atomic_int *stop, int *err_no);
+/* Write exactly n bytes at off (loops on EINTR and short writes).
+ * @return 0 or SMOE_EIO with *err_no set. */
+int smoe__io_write_full(const smoe__io *io, int fd, const void *buf, size_t n,
+                        uint64_t off, int *err_no);
+
+#endif

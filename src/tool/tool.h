@@ -1,0 +1,33 @@
+/* tool.h - shared helpers of the smoe command-line tool. */
+#ifndef SMOE_TOOL_H
+#define SMOE_TOOL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TOOL_PRINTF(a, b)
+#endif
+
+/* Each subcommand: argv[0] is the subcommand's name. Returns the exit code. */
+typedef int (*tool_cmd_fn)(int argc, char **argv);
+
+int cmd_gen(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_read(int argc, char **argv);
+
+/* Print "smoe <cmd>: message" to stderr; returns 1 (the failure exit code). */
+int tool_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
+/* Parse "123", "4k", "16KiB", "2M", "1.5G" (binary units) into *out; 0 on success. */
+int tool_parse_size(const char *s, uint64_t *out);
+/* Parse an unsigned integer in [min, max]; 0 on success. */
+int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+/* Monotonic time in nanoseconds. */
+uint64_t tool_now_ns(void);
+/* Peak resident set size of this process in bytes (0 if unknown). */
+uint64_t tool_peak_rss(void);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * vault.h - reading and validating a vault (docs/vault-format.md).
+ *
+ * smoe__vault_load() checks every field before it trusts it and builds the
+ * dense expert index: entry (layer, expert) is index[layer * experts +
+ * expert], an O(1) lookup with no per-token scanning.
+ */
+#ifndef SMOE_VAULT_H
+#define SMOE_VAULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smoe/smoe.h"
+#include "io.h"
+
+#define SMOE__VAULT_MAGIC "\x89SMOE\r\n\x1a"
+#define SMOE__VAULT_VERSION 1u
+#define SMOE__VAULT_HEADER_SIZE 128u
+#define SMOE__VAULT_ALIGN 16384u
+#define SMOE__ENTRY_SIZE 48u
+#define SMOE__LAYOUT_SIZE 16u
+#define SMOE__COMPONENT_SIZE 128u
+#define SMOE__META_MAX (1u << 20)
+/* (layer, expert) pairs a vault may hold: bounded by the slot word's key bits. */
+#define SMOE__MAX_EXPERTS_TOTAL (1u << 22)
+#define SMOE__MAX_LAYOUTS 65536u
+#define SMOE__MAX_COMPONENTS (1u << 20)
+
+typedef struct smoe__vault_entry {
+    uint64_t offset;  /* file offset, multiple of 16 KiB */
+    uint64_t size;    /* payload bytes */
+    uint64_t padded;  /* multiple of 16 KiB; 0 means absent */
+    uint64_t hash;    /* XXH3-64 of the payload */
+    uint32_t layout;
+    uint32_t present; /* 1 if the vault has this (layer, expert) */
+} smoe__vault_entry;
+
+typedef struct smoe__vault_layout {
+    uint32_t first;     /* index of its first component */
+    uint32_t n;         /* component count */
+    uint64_t min_bytes; /* end of its last component */
+} smoe__vault_layout;
+
+typedef struct smoe__vault {
+    char *path;
+    uint32_t layers, experts, entries, n_layouts, n_components, component_align;
+    uint32_t top_k; /* metadata "top_k", 0 if absent */
+    uint64_t file_size;    /* actual size of the file */
+    uint64_t max_padded, total_padded;
+    uint64_t vault_id;     /* the header checksum */
+    smoe__vault_entry *index;      /* layers * experts, dense */
+    smoe__vault_layout *layouts;
+    smoe_component *components;
+    char *meta;                    /* raw "key=value\n" lines, NUL-terminated */
+    uint64_t meta_bytes;
+} smoe__vault;
+
+/*
+ * Read and validate the vault at path through io. On failure returns a
+ * negative SMOE_E* code, sets smoe_last_error() to a message naming the
+ * file and the field, and leaves *v empty (smoe__vault_free is still safe).
+ */
+int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io);
+void smoe__vault_free(smoe__vault *v);
+
+/* Entry of (layer, expert) or NULL when out of range or absent. */
+static inline const smoe__vault_entry *
+smoe__vault_entry_of(const smoe__vault *v, uint32_t layer, uint32_t expert)
+{
+    if (layer >= v->layers || expert >= v->experts)
+        return NULL;
+    const smoe__vault_entry *e = &v->index[(size_t)layer * v->experts + expert];
+    return e->present ? e : NULL;
+}
+
+/* Value of metadata key, or NULL. Pointer into v->meta's parsed copy. */
+const char *smoe__vault_meta(const smoe__vault *v, const char *key);
+
+/* XXH3-64 of a payload, as stored in the table. */
+uint64_t smoe__hash(const void *data, size_t n);
+
+/* Sum of element bytes for shape under dtype; 0 when not computable. */
+uint64_t smoe__dtype_bytes(uint32_t dtype, const uint64_t *shape, uint32_t ndim,
+                           uint32_t quant_group, uint32_t quant_bits);
+
+#endif
