@@ -84,4 +84,17 @@ uint64_t smoe__hash(const void *data, size_t n);
 uint64_t smoe__dtype_bytes(uint32_t dtype, const uint64_t *shape, uint32_t ndim,
                            uint32_t quant_group, uint32_t quant_bits);
 
+/*
+ * Check one component's own fields as the reader does (name terminated,
+ * non-empty UTF-8; ndim; shape; quant fields; offset a multiple of
+ * component_align; nbytes >= 1, no overflow, equal to what a known dtype and
+ * shape give). The writer uses it too, so it never writes what the reader
+ * rejects. `where` starts the message ("vault.smoe: component 3").
+ * @return 0, SMOE_EFORMAT, SMOE_EALIGN or SMOE_EOVERFLOW.
+ */
+int smoe__component_check(const smoe_component *c, uint32_t component_align,
+                          const char *where);
+/* 1 if s[0..n) is well-formed UTF-8, else 0. */
+int smoe__utf8_valid(const void *s, size_t n);
+
 #endif
