@@ -47,6 +47,7 @@ typedef struct bench_cfg {
     int drop_caches;         /* drop the page cache before each mode (needs root) */
     int use_cgroup;          /* limit the page-cache modes (needs root) */
     int progress;            /* progress line on stderr */
+    int os_random;           /* pagecache/mmap: POSIX_FADV_RANDOM / MADV_RANDOM */
     uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
     int n_sweep;
 } bench_cfg;
@@ -70,6 +71,7 @@ typedef struct bench_env {
     uint64_t file_size;
     bench_blob *blobs;        /* layers x experts; padded 0 when absent */
     double overlap;
+    int read_ahead_kb;        /* the vault's block device read-ahead, -1 unknown */
 } bench_env;
 
 /* One run of one mode. Plain data: it crosses a pipe from the child. */

@@ -196,6 +196,10 @@ void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result 
         if (mode == BENCH_DIRECT)
             (void)fcntl(p.fd, F_NOCACHE, 1);
 #endif
+#if defined(POSIX_FADV_RANDOM)
+        if (mode == BENCH_PAGECACHE && cfg->os_random)
+            (void)posix_fadvise(p.fd, 0, 0, POSIX_FADV_RANDOM);
+#endif
     }
     if (mode != BENCH_DIRECT) {
         int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
@@ -213,6 +217,8 @@ void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result 
             goto out;
         }
         p.map = m;
+        if (mode == BENCH_MMAP && cfg->os_random)
+            (void)posix_madvise(m, p.map_len, POSIX_MADV_RANDOM);
     }
     size_t vec_len = (size_t)((env->slot_bytes + p.page - 1) / p.page);
     for (uint32_t i = 0; i < env->max_k; i++) {

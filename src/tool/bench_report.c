@@ -52,10 +52,11 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            (double)cfg->memory / MIB, 100.0 * ratio((double)cfg->memory,
                                                     (double)env->total_padded),
            sim->slots, cg_note);
-    printf("workers %u, compute %u us per layer%s%s\n", cfg->workers, cfg->compute_us,
-           cfg->drop_caches ? ", page cache dropped before each mode"
-                            : ", page cache NOT dropped between modes (not root)",
-           cfg->max_tokens ? "" : "");
+    printf("workers %u, compute %u us per layer, %s, device read-ahead %d KiB%s\n",
+           cfg->workers, cfg->compute_us,
+           cfg->drop_caches ? "page cache dropped before each mode"
+                            : "page cache NOT dropped between modes",
+           env->read_ahead_kb, cfg->os_random ? ", random-access advice" : "");
     printf("offline at %u slots: LRU hit rate %.3f, optimal (Belady) %.3f\n", sim->slots,
            sim->lru, sim->opt);
 }
@@ -256,6 +257,8 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
     add_u64(c, "verify", cfg->verify);
     add_b(c, "drop_caches", cfg->drop_caches);
     add_b(c, "cgroup", cfg->use_cgroup);
+    add_b(c, "os_random", cfg->os_random);
+    json_object_object_add(c, "read_ahead_kb", json_object_new_int(env->read_ahead_kb));
     add_s(c, "memory_note", cg_note);
     json_object_object_add(root, "config", c);
 

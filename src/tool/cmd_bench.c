@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "smoe/smoe.h"
@@ -44,6 +46,8 @@ static int usage(void)
         "  --allow-buffered  let the library fall back to buffered reads\n"
         "  --no-drop-caches  keep the page cache between modes\n"
         "  --no-cgroup       never limit the page-cache modes\n"
+        "  --os-random       advise the kernel of random access (POSIX_FADV_RANDOM\n"
+        "                    for pagecache, MADV_RANDOM for mmap): no read-ahead\n"
         "  --no-progress     no progress line on stderr\n");
     return 2;
 }
@@ -132,6 +136,29 @@ static int load_vault(bench_env *env, const char *path)
     return 0;
 }
 
+/* read_ahead_kb of the block device holding path (Linux), -1 if unknown. */
+static int read_ahead_kb(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -1;
+    char p[128];
+    int v = -1;
+    /* a partition's queue/ is its disk's: try both */
+    const char *fmt[] = {"/sys/dev/block/%u:%u/queue/read_ahead_kb",
+                         "/sys/dev/block/%u:%u/../queue/read_ahead_kb"};
+    for (int i = 0; i < 2 && v < 0; i++) {
+        snprintf(p, sizeof p, fmt[i], major(st.st_dev), minor(st.st_dev));
+        FILE *f = fopen(p, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%d", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 static int simulate(const bench_env *env, const uint32_t *keys, size_t n, uint64_t memory,
                     bench_sim *out)
 {
@@ -187,6 +214,10 @@ int cmd_bench(int argc, char **argv)
         }
         if (!strcmp(a, "--no-cgroup")) {
             cfg.use_cgroup = 0;
+            continue;
+        }
+        if (!strcmp(a, "--os-random")) {
+            cfg.os_random = 1;
             continue;
         }
         if (!strcmp(a, "--no-progress")) {
@@ -257,6 +288,7 @@ int cmd_bench(int argc, char **argv)
     env.overlap = tool_trace_overlap(&env.trace, env.n_tokens);
     if (load_vault(&env, cfg.vault) < 0)
         goto done;
+    env.read_ahead_kb = read_ahead_kb(cfg.vault);
 
     if (parse_mem(mem_arg, env.total_padded, &cfg.memory) < 0) {
         tool_error("bench", "--memory '%s': expected bytes (300M, 4G) or a share (10%%)",
