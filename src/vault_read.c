@@ -259,7 +259,11 @@ static int check_locations(loader *L)
 static int read_tables(loader *L)
 {
     const header *h = &L->h;
-    /* Sizes were bounded by the file's size in check_counts(). */
+    /* Sizes were bounded by the file's size in check_counts(); on a 32-bit
+     * machine that can still exceed what one allocation may hold. */
+    if (L->reg[1].len > SIZE_MAX / 2 || L->reg[0].len > SIZE_MAX / 2)
+        return smoe__fail(SMOE_ENOMEM, "%s: the vault's tables are too large for this "
+                          "machine", L->path);
     L->table = malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
     L->lct = malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
     L->meta = malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
