@@ -471,7 +471,16 @@ typedef struct smoe_stats {
     uint64_t worker_wakes;        /* wake-ups issued to parked workers */
 } smoe_stats;
 
+/* Designated in C so that -Wextra stays quiet about the fields left 0. */
+#ifdef __cplusplus
 #define SMOE_STATS_INIT {sizeof(smoe_stats)}
+#define SMOE_RING_REGION_INIT {sizeof(smoe_ring_region)}
+#define SMOE_VAULT_INFO_INIT {sizeof(smoe_vault_info)}
+#else
+#define SMOE_STATS_INIT {.struct_size = sizeof(smoe_stats)}
+#define SMOE_RING_REGION_INIT {.struct_size = sizeof(smoe_ring_region)}
+#define SMOE_VAULT_INFO_INIT {.struct_size = sizeof(smoe_vault_info)}
+#endif
 
 SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st);    /* since 1.0 */
 
