@@ -159,9 +159,7 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     rc = replay(env, s, spec, &c, r);
     bench_clock_finish(&c, r, u0, s0);
 
-    smoe_stats st;
-    memset(&st, 0, sizeof st); /* SMOE_STATS_INIT trips -Wmissing-field-initializers */
-    st.struct_size = sizeof st;
+    smoe_stats st = SMOE_STATS_INIT;
     if (smoe_get_stats(s, &st) == 0) {
         r->bytes_read = st.bytes_read;
         r->io_mode = st.io_mode;
