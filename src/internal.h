@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
+#include "budget.h"
 #include "io.h"
 #include "mpmc.h"
 #include "slot.h"
@@ -97,6 +98,9 @@ struct smoe_stream {
     /* counters written by workers */
     alignas(64) _Atomic uint64_t c_reads_done, c_reads_failed, c_bytes_read,
         c_worker_parks;
+
+    /* ring sizing */
+    smoe__budget budget;
 };
 
 /* ring.c */

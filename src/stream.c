@@ -211,7 +211,10 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
         }
         stride = round_up(o.slot_bytes, SMOE__ALIGN);
     }
-    uint32_t nslots = o.ring_slots ? o.ring_slots : SMOE__DEFAULT_SLOTS;
+    /* Slot count: the caller's, or the memory budget's (budget.c). */
+    uint32_t nslots;
+    if ((r = smoe__budget_open(s, &o, stride, &nslots)) < 0)
+        goto fail;
     if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o.flags & SMOE_OPEN_MLOCK))) < 0)
         goto fail;
     uint32_t pct = o.spec_share_pct ? o.spec_share_pct : SMOE__DEFAULT_SPEC_PCT;

@@ -469,7 +469,33 @@ typedef struct smoe_stats {
     uint64_t workers;
     uint64_t worker_parks;        /* times a worker parked idle */
     uint64_t worker_wakes;        /* wake-ups issued to parked workers */
+    /* since 1.0: ring sizing (docs/budget.md); bytes unless named slots */
+    uint64_t budget_rules;        /* SMOE_BUDGET_* bits */
+    uint64_t budget_mem_total;    /* RAM */
+    uint64_t budget_mem_available;/* Linux MemAvailable; macOS memorystatus_level x memsize */
+    uint64_t budget_cgroup_limit; /* tightest memory cgroup limit; UINT64_MAX: none */
+    uint64_t budget_cgroup_usage; /* that cgroup's usage */
+    uint64_t budget_free;         /* min(available, cgroup limit - usage) */
+    uint64_t budget_scout;        /* subtracted: the scout file */
+    uint64_t budget_overhead;     /* subtracted: fixed engine overhead */
+    uint64_t budget_reserve;      /* subtracted: opts.reserve_bytes */
+    uint64_t budget_os_floor;     /* subtracted: max(RAM / 8, 4 GiB) */
+    uint64_t budget_bytes;        /* what is left (0 if the subtractions exceed free) */
+    uint64_t budget_slots;        /* budget_bytes / slot_bytes, before floor, clamp, cap */
+    uint64_t top_k;               /* opts.top_k; 0: not given */
+    uint64_t working_set_slots;   /* layers x top_k: one token's experts; 0: unknown */
+    uint64_t cliff;               /* 1: the ring holds less than one token's experts */
 } smoe_stats;
+
+/* smoe_stats.budget_rules: how the slot count was reached */
+enum {
+    SMOE_BUDGET_AUTO = 1u << 0,       /* sized by the memory budget (ring_slots 0) */
+    SMOE_BUDGET_FALLBACK = 1u << 1,   /* raised to 25% of free memory */
+    SMOE_BUDGET_CLAMP_MIN = 1u << 2,  /* raised to 64 slots */
+    SMOE_BUDGET_CLAMP_MAX = 1u << 3,  /* lowered to 4096 slots */
+    SMOE_BUDGET_CAPPED = 1u << 4,     /* lowered to what the memory cgroup allows */
+    SMOE_BUDGET_NO_MEMINFO = 1u << 5  /* free memory unknown: 64 slots */
+};
 
 /* Designated in C so that -Wextra stays quiet about the fields left 0. */
 #ifdef __cplusplus
