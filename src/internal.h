@@ -17,6 +17,7 @@
 
 #include "smoe/smoe.h"
 #include "budget.h"
+#include "freq.h"
 #include "io.h"
 #include "mpmc.h"
 #include "slot.h"
@@ -99,8 +100,9 @@ struct smoe_stream {
     alignas(64) _Atomic uint64_t c_reads_done, c_reads_failed, c_bytes_read,
         c_worker_parks;
 
-    /* ring sizing */
+    /* ring sizing, popularity histogram */
     smoe__budget budget;
+    alignas(64) smoe__freq freq;
 };
 
 /* ring.c */

@@ -171,6 +171,7 @@ static void stream_free(struct smoe_stream *s)
     free(s->workers);
     free(s->map);
     smoe__ring_free(&s->ring);
+    smoe__freq_free(&s->freq);
     smoe__vault_free(&s->vault);
     free(s);
 }
@@ -234,6 +235,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     }
     for (size_t i = 0; i < nkeys; i++)
         atomic_init(&s->map[i], SMOE__MAP_NONE);
+    if ((r = smoe__freq_open(s, &o)) < 0)
+        goto fail;
     for (uint32_t i = 0; i < s->nworkers; i++) {
         s->workers[i].s = s;
         s->workers[i].id = i;
@@ -295,6 +298,10 @@ SMOE_API int smoe_close(smoe_stream *s)
                               (unsigned long long)held);
     }
     smoe_shutdown(s);
+    /* Claims have stopped: the counts are final. A failed save keeps the
+     * previous file and does not fail the close. */
+    if (s->freq.saving == SMOE_FREQ_SAVE_ON && smoe__freq_save(s, "close") < 0)
+        smoe__log(s, SMOE_LOG_WARN, "popularity histogram not saved: %s", smoe_last_error());
     stream_free(s);
     return 0;
 }

@@ -485,6 +485,11 @@ typedef struct smoe_stats {
     uint64_t top_k;               /* opts.top_k; 0: not given */
     uint64_t working_set_slots;   /* layers x top_k: one token's experts; 0: unknown */
     uint64_t cliff;               /* 1: the ring holds less than one token's experts */
+    /* since 1.0: popularity histogram (docs/freq-format.md) */
+    uint64_t freq_status;         /* SMOE_FREQ_*: what open found */
+    uint64_t freq_saving;         /* SMOE_FREQ_SAVE_* */
+    uint64_t freq_saves;          /* histogram saves that succeeded */
+    uint64_t freq_save_errors;    /* saves that failed (the previous file stays) */
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */
@@ -495,6 +500,25 @@ enum {
     SMOE_BUDGET_CLAMP_MAX = 1u << 3,  /* lowered to 4096 slots */
     SMOE_BUDGET_CAPPED = 1u << 4,     /* lowered to what the memory cgroup allows */
     SMOE_BUDGET_NO_MEMINFO = 1u << 5  /* free memory unknown: 64 slots */
+};
+
+/* smoe_stats.freq_status: the histogram file found at open */
+enum {
+    SMOE_FREQ_OFF = 0,        /* SMOE_OPEN_NO_FREQ */
+    SMOE_FREQ_LOADED = 1,     /* loaded; pre-warm follows it */
+    SMOE_FREQ_ABSENT = 2,     /* no file yet: counting starts at zero */
+    SMOE_FREQ_TRUNCATED = 3,  /* ignored: shorter than its header says */
+    SMOE_FREQ_CORRUPT = 4,    /* ignored: bad magic, field or checksum */
+    SMOE_FREQ_VERSION = 5,    /* ignored: a format version this release cannot read */
+    SMOE_FREQ_FOREIGN = 6,    /* ignored: made for another vault, or before a repack */
+    SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error) */
+};
+
+/* smoe_stats.freq_saving */
+enum {
+    SMOE_FREQ_SAVE_OFF = 0,      /* SMOE_OPEN_NO_FREQ */
+    SMOE_FREQ_SAVE_ON = 1,       /* saved at close and by smoe_freq_save */
+    SMOE_FREQ_SAVE_READONLY = 2  /* its directory is not writable: never saved */
 };
 
 /* Designated in C so that -Wextra stays quiet about the fields left 0. */
