@@ -81,3 +81,48 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint6
     *word = best_word;
     return 1;
 }
+
+/*
+ * Pre-warm's pick: an EMPTY slot, else the best idle victim (classes as
+ * above, never a load in flight) among slots whose tick is older than the
+ * pre-warm pass's start. A slot demand loaded, claimed or released since
+ * the pass began has a newer tick, and so has every load of the pass
+ * itself, so pre-warm never evicts the live working set or its own work.
+ */
+int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t *slot, uint64_t *word)
+{
+    const uint32_t n = s->ring.nslots;
+    /* relaxed: written by the pre-warm thread, which is the caller */
+    const uint64_t floor = atomic_load_explicit(&s->prewarm.floor, memory_order_relaxed);
+    int best_class = 4;
+    uint64_t best_tick = UINT64_MAX, best_word = 0;
+    uint32_t best = UINT32_MAX;
+
+    for (uint32_t v = 0; v < n; v++) {
+        /* acquire: as in smoe__evict_pick */
+        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+        if (smoe__w_state(w) == SMOE__EMPTY) {
+            *slot = v;
+            *word = w;
+            return 1;
+        }
+        int c = victim_class(w, SMOE__PICK_SPEC);
+        if (c < 0 || c > best_class)
+            continue;
+        /* relaxed: ranking only (see smoe__touch) */
+        uint64_t t = atomic_load_explicit(&s->ring.tick[v], memory_order_relaxed);
+        if (t >= floor)
+            continue;
+        if (c < best_class || t < best_tick) {
+            best_class = c;
+            best_tick = t;
+            best = v;
+            best_word = w;
+        }
+    }
+    if (best == UINT32_MAX)
+        return 0;
+    *slot = best;
+    *word = best_word;
+    return 1;
+}

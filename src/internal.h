@@ -20,6 +20,7 @@
 #include "freq.h"
 #include "io.h"
 #include "mpmc.h"
+#include "prewarm.h"
 #include "slot.h"
 #include "trace_rec.h"
 #include "vault.h"
@@ -100,9 +101,10 @@ struct smoe_stream {
     alignas(64) _Atomic uint64_t c_reads_done, c_reads_failed, c_bytes_read,
         c_worker_parks;
 
-    /* ring sizing, popularity histogram */
+    /* ring sizing, popularity histogram, pre-warm thread */
     smoe__budget budget;
     alignas(64) smoe__freq freq;
+    smoe__prewarm prewarm;
 };
 
 /* ring.c */
@@ -132,6 +134,8 @@ static inline void smoe__spec_put(struct smoe_stream *s)
 /* evict.c: choose a slot for a new load; see the invariants there. */
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word);
+/* For a pre-warm load: only slots idle since before the pass began. */
+int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t *slot, uint64_t *word);
 
 /* worker.c */
 int smoe__workers_start(struct smoe_stream *s);

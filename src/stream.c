@@ -161,6 +161,7 @@ static int open_fds(struct smoe_stream *s)
 
 static void stream_free(struct smoe_stream *s)
 {
+    smoe__prewarm_stop(s); /* before the workers: it feeds their queues */
     if (s->workers) {
         smoe__workers_join(s);
         close_fds(s);
@@ -252,6 +253,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
         goto fail;
     if ((r = smoe__workers_start(s)) < 0)
         goto fail;
+    if ((r = smoe__prewarm_start(s, &o)) < 0)
+        goto fail;
     *out = s;
     return 0;
 fail:
@@ -270,6 +273,8 @@ SMOE_API int smoe_shutdown(smoe_stream *s)
     if (!s)
         return smoe__fail(SMOE_EINVAL, "shutdown: NULL stream");
     atomic_store(&s->stop, 1);
+    /* Pre-warm: wake it, and return only once it is not issuing a read. */
+    smoe__prewarm_kick(s, 1);
     /* Workers: a new work_seq makes any parked or parking worker return. */
     atomic_fetch_add(&s->work_seq, 1);
     smoe__park_wake(&s->work_seq, INT_MAX);

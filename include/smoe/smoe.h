@@ -485,11 +485,15 @@ typedef struct smoe_stats {
     uint64_t top_k;               /* opts.top_k; 0: not given */
     uint64_t working_set_slots;   /* layers x top_k: one token's experts; 0: unknown */
     uint64_t cliff;               /* 1: the ring holds less than one token's experts */
-    /* since 1.0: popularity histogram (docs/freq-format.md) */
+    /* since 1.0: popularity histogram (docs/freq-format.md) and pre-warm */
     uint64_t freq_status;         /* SMOE_FREQ_*: what open found */
     uint64_t freq_saving;         /* SMOE_FREQ_SAVE_* */
     uint64_t freq_saves;          /* histogram saves that succeeded */
     uint64_t freq_save_errors;    /* saves that failed (the previous file stays) */
+    uint64_t prewarm_slots;       /* most slots pre-warm fills; 0: no pre-warm */
+    uint64_t prewarm_passes;      /* idle periods pre-warm ran to the end of */
+    uint64_t prewarm_reads;       /* reads queued by pre-warm */
+    uint64_t prewarm_hits;        /* of which later claimed */
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */
