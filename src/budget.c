@@ -276,6 +276,7 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
             out->rules |= SMOE_BUDGET_NO_MEMINFO;
             n = SMOE__BUDGET_MIN_SLOTS;
         }
+        out->step[0] = n;
         if (n < SMOE__BUDGET_MIN_SLOTS) {
             n = SMOE__BUDGET_MIN_SLOTS;
             out->rules |= SMOE_BUDGET_CLAMP_MIN;
@@ -284,6 +285,7 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
             n = SMOE__BUDGET_MAX_SLOTS;
             out->rules |= SMOE_BUDGET_CLAMP_MAX;
         }
+        out->step[1] = n;
         if (in->cg_room != SMOE__NO_LIMIT) {
             out->slots_cap = in->cg_room / slot;
             if (n > out->slots_cap) {
@@ -291,6 +293,13 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
                 out->rules |= SMOE_BUDGET_CAPPED;
             }
         }
+        out->step[2] = n;
+        /* A slot per blob holds the whole vault: more could never fill. */
+        if (in->vault_entries && n > in->vault_entries) {
+            n = in->vault_entries;
+            out->rules |= SMOE_BUDGET_VAULT_CAP;
+        }
+        out->step[3] = n;
     }
     out->slots = (uint32_t)n;
     if (n == 0)
@@ -525,6 +534,7 @@ int smoe__budget_open(struct smoe_stream *s, const smoe_open_opts *o, uint64_t s
     in.cg_room = in.cg_limit = SMOE__NO_LIMIT;
     in.overhead_bytes = SMOE__BUDGET_OVERHEAD;
     in.layers = s->vault.layers;
+    in.vault_entries = s->vault.entries;
     in.top_k = o->top_k;
     in.explicit_slots = o->ring_slots;
     if (!o->ring_slots) {

@@ -123,6 +123,7 @@ typedef struct smoe__budget_in {
     uint64_t cg_limit, cg_usage; /* reported only */
     uint64_t scout_bytes, overhead_bytes, reserve_bytes;
     uint32_t layers;
+    uint32_t vault_entries;  /* blobs in the vault: no use for more slots; 0: no cap */
     uint32_t top_k;          /* 0: unknown */
     uint32_t explicit_slots; /* 0: automatic */
 } smoe__budget_in;
@@ -137,6 +138,8 @@ typedef struct smoe__budget {
     uint64_t slots_budget;   /* budget_bytes / slot_bytes */
     uint64_t slots_fallback; /* 25% of free / slot_bytes */
     uint64_t slots_cap;      /* cg_room / slot_bytes; UINT64_MAX: none */
+    uint64_t step[4];        /* slots after the floor, the clamp, the cgroup cap and
+                              * the vault cap */
     uint32_t slots;          /* the ring */
     uint64_t working_set;    /* layers x top_k; 0: unknown */
     int cliff;               /* slots < working_set */
@@ -146,7 +149,8 @@ typedef struct smoe__budget {
  * Slots for the ring (docs/budget.md): explicit, or free memory minus the
  * scout file, the engine overhead, the engine's reserve and the OS floor,
  * divided by the slot size; then raised to the 25% fallback, clamped to
- * [64, 4096], capped at the container's room. Pure.
+ * [64, 4096], capped at the container's room and at the vault's blob
+ * count. Pure.
  * @return 0 (out filled, cliff set when the ring holds less than one
  * token's working set); SMOE_ESMALLRING when it holds less than one
  * layer's top-k (or no slot at all), with a message naming both counts.

@@ -503,7 +503,8 @@ enum {
     SMOE_BUDGET_CLAMP_MIN = 1u << 2,  /* raised to 64 slots */
     SMOE_BUDGET_CLAMP_MAX = 1u << 3,  /* lowered to 4096 slots */
     SMOE_BUDGET_CAPPED = 1u << 4,     /* lowered to what the memory cgroup allows */
-    SMOE_BUDGET_NO_MEMINFO = 1u << 5  /* free memory unknown: 64 slots */
+    SMOE_BUDGET_NO_MEMINFO = 1u << 5, /* free memory unknown: 64 slots */
+    SMOE_BUDGET_VAULT_CAP = 1u << 6   /* lowered to one slot per blob of the vault */
 };
 
 /* smoe_stats.freq_status: the histogram file found at open */
