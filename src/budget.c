@@ -264,9 +264,10 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
             out->after[3] = sub0(out->after[2], out->os_floor);
             out->budget_bytes = out->after[3];
             out->slots_budget = out->budget_bytes / slot;
-            out->slots_fallback =
-                out->free_bytes / 100 * SMOE__BUDGET_FALLBACK_PCT / slot +
-                out->free_bytes % 100 * SMOE__BUDGET_FALLBACK_PCT / 100 / slot;
+            /* floor(free x 25 / 100) without overflowing */
+            out->slots_fallback = (out->free_bytes / 100 * SMOE__BUDGET_FALLBACK_PCT +
+                                   out->free_bytes % 100 * SMOE__BUDGET_FALLBACK_PCT / 100) /
+                                  slot;
             n = out->slots_budget;
             if (n < out->slots_fallback) {
                 n = out->slots_fallback;
@@ -556,8 +557,11 @@ int smoe__budget_open(struct smoe_stream *s, const smoe_open_opts *o, uint64_t s
             smoe__log(s, SMOE_LOG_WARN, "memory budget: %s", p.note);
     }
     int r = smoe__budget_compute(&in, &s->budget);
-    if (r < 0)
-        return smoe__fail(r, "open: %s: %s", s->vault.path, smoe_last_error());
+    if (r < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", smoe_last_error()); /* not in place */
+        return smoe__fail(r, "open: %s: %s", s->vault.path, why);
+    }
     if (s->budget.rules & SMOE_BUDGET_NO_MEMINFO)
         smoe__log(s, SMOE_LOG_WARN, "memory budget: free memory unknown; ring of %u slots",
                   s->budget.slots);
