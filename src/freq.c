@@ -92,13 +92,15 @@ void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64
 int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_id *id,
                       uint64_t *counts, const char **why)
 {
+    /* The magic first, as far as the file goes: a short file of other
+     * bytes is not a histogram cut short. */
+    if (memcmp(buf + F_MAGIC, SMOE__FREQ_MAGIC, len < 8 ? (size_t)len : 8) != 0) {
+        *why = "bad magic number";
+        return SMOE_FREQ_CORRUPT;
+    }
     if (len < SMOE__FREQ_HEADER_SIZE) {
         *why = "shorter than its 64-byte header";
         return SMOE_FREQ_TRUNCATED;
-    }
-    if (memcmp(buf + F_MAGIC, SMOE__FREQ_MAGIC, 8) != 0) {
-        *why = "bad magic number";
-        return SMOE_FREQ_CORRUPT;
     }
     if (get32(buf + F_VERSION) != SMOE__FREQ_VERSION) {
         *why = "format version is not 1";
