@@ -97,7 +97,7 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     uint64_t w, nw;
     for (;;) {
         int got = (kflags & SMOE__W_PREWARM)
-                      ? smoe__evict_pick_prewarm(s, &v, &w)
+                      ? smoe__evict_pick_prewarm(s, key, &v, &w)
                       : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, &v, &w);
         if (!got) {
             if (counted_spec)

@@ -19,7 +19,8 @@
  *    max(128, slots / 4); a ring of 128 slots or fewer gets no pre-warm.
  *  - A pass takes victims only among slots whose LRU tick is older than
  *    the pass's start (the `floor`): nothing demand loaded or used since
- *    the pass began, and none of the pass's own loads
+ *    the pass began, and none of the pass's own loads; and only among
+ *    experts with fewer claims than the one it loads
  *    (smoe__evict_pick_prewarm).
  *  - Every wait is a park on `seq` with a timeout, so smoe_set_busy,
  *    smoe_shutdown and close wake the thread at once; close joins it
