@@ -244,16 +244,19 @@ typedef struct smoe_open_opts {
     size_t struct_size;       /* sizeof(smoe_open_opts); set by _INIT/_init */
     /* since 1.0 */
     uint32_t workers;         /* I/O worker threads; 0: 16 */
-    uint32_t ring_slots;      /* slot count; 0: automatic (memory budget) */
-    uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob */
+    uint32_t ring_slots;      /* slot count; 0: automatic (docs/budget.md) */
+    uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob;
+                                 smaller than that blob: SMOE_ESLOTSIZE */
     uint32_t flags;           /* SMOE_OPEN_* */
     uint32_t verify;          /* SMOE_VERIFY_* */
     uint32_t spec_share_pct;  /* speculative reads in flight, % of slots; 0: 25 */
-    uint32_t top_k;           /* experts per token per layer; 0: unknown */
+    uint32_t top_k;           /* experts per token per layer; 0: unknown. A ring
+                                 under top_k slots is SMOE_ESMALLRING */
     uint64_t reserve_bytes;   /* memory the engine keeps (KV cache, activations) */
     uint64_t scout_bytes;     /* resident dense weights; 0: size of scout_path */
     const char *scout_path;   /* scout file, for the memory budget; may be NULL */
-    const char *freq_path;    /* histogram file; NULL: "<vault>.freq" */
+    const char *freq_path;    /* histogram file; NULL: "<vault>.freq"
+                                 (docs/freq-format.md) */
     const char *trace_path;   /* record demand prefetches here; NULL: $SMOE_TRACE */
     uint32_t prewarm_pause_us;/* pause between pre-warm prefetches; 0: 4000 */
     uint32_t eviction;        /* SMOE_EVICT_* */
@@ -271,8 +274,9 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
 
 /*
  * Open a vault and start the streamer: validates the whole vault header and
- * table, sizes and faults in the ring, opens one direct-I/O descriptor per
- * worker and starts the workers (and the pre-warm thread).
+ * table, sizes (docs/budget.md) and faults in the ring, loads the popularity
+ * histogram, opens one direct-I/O descriptor per worker and starts the
+ * workers (and the pre-warm thread).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL).
  * Thread safety: any thread; the handle is safe to share between threads.
@@ -371,12 +375,22 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
 SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob);     /* since 1.0 */
 
 /*
- * Engine busy flag: while busy, the pre-warm thread issues no reads.
- * A stream opens idle, so pre-warm starts at once. @return 0.
+ * Engine busy flag. A stream opens idle, so pre-warm starts at once; each
+ * change back to idle (between requests) starts a new pre-warm pass. Once
+ * smoe_set_busy(s, 1) returns, the pre-warm thread queues no new read until
+ * the engine is idle again (it waits for the one pre-warm prefetch being
+ * issued, if any: microseconds). @return 0.
+ * Thread safety: any thread.
  */
 SMOE_API int smoe_set_busy(smoe_stream *s, int busy);           /* since 1.0 */
 
-/* Save the popularity histogram now (atomically). @return 0 or an error. */
+/*
+ * Save the popularity histogram now: temporary file, fsync, rename
+ * (docs/freq-format.md). On failure the previous file is left intact.
+ * @return 0; SMOE_ENOTSUP when saving is off (SMOE_OPEN_NO_FREQ, or the
+ * directory is not writable); SMOE_EIO, SMOE_ESYS, SMOE_ENOMEM.
+ * Thread safety: any thread; saves are serialised.
+ */
 SMOE_API int smoe_freq_save(smoe_stream *s);                    /* since 1.0 */
 
 /* The ring's memory, for registering it once with a GPU API. */
