@@ -5,7 +5,10 @@
  * requests) the thread walks the experts by their claim count, hottest
  * first, and prefetches each as a pre-warm read (SMOE__W_SPEC |
  * SMOE__W_PREWARM: queued behind demand, not counted against the
- * speculative cap), pausing between reads so the queue stays shallow.
+ * speculative cap). It keeps at most one pre-warm read outstanding: after
+ * queuing one it waits until the read has landed, then pauses
+ * (prewarm_pause_us), so the drive's queue stays shallow however slow the
+ * drive, and a request that starts finds at most one pre-warm read ahead.
  *
  * Invariants:
  *  - No pre-warm prefetch is issued while busy. The thread sets `issuing`,
@@ -100,6 +103,32 @@ static void pause_for(struct smoe_stream *s, uint64_t ns)
 }
 
 /*
+ * Wait until the read just queued for key is no longer loading (landed,
+ * failed, or evicted), or busy or stop. Polls every millisecond, parked on
+ * seq so smoe_set_busy, smoe_shutdown and close end the wait at once.
+ */
+static void wait_landed(struct smoe_stream *s, uint32_t key)
+{
+    smoe__prewarm *pw = &s->prewarm;
+    for (;;) {
+        uint32_t q = atomic_load(&pw->seq);
+        if (atomic_load(&s->busy) || stopped(s))
+            return;
+        /* relaxed (both): only polls the read's progress; nothing is read
+         * through these words */
+        uint64_t me = atomic_load_explicit(&s->map[key], memory_order_relaxed);
+        if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
+            return;
+        uint64_t w = atomic_load_explicit(&s->ring.word[smoe__map_slot(me)],
+                                          memory_order_relaxed);
+        if (smoe__w_key(w) != key || smoe__w_gen(w) != smoe__map_gen(me) ||
+            smoe__w_state(w) != SMOE__LOADING)
+            return;
+        smoe__park_wait(&pw->seq, q, 1000000);
+    }
+}
+
+/*
  * Issue one pre-warm prefetch unless busy or stopped: -1 then, else the
  * prefetch's result. See the invariants above for the handshake.
  */
@@ -137,6 +166,7 @@ static void run_pass(struct smoe_stream *s)
         if (r == SMOE_QUEUED) {
             owned++;
             skips = 0;
+            wait_landed(s, pw->order[i].key);
             pause_for(s, pw->pause_ns);
         } else if (r == SMOE_SKIPPED) {
             if (++skips >= SMOE__PREWARM_MAX_SKIPS)

@@ -258,7 +258,7 @@ typedef struct smoe_open_opts {
     const char *freq_path;    /* histogram file; NULL: "<vault>.freq"
                                  (docs/freq-format.md) */
     const char *trace_path;   /* record demand prefetches here; NULL: $SMOE_TRACE */
-    uint32_t prewarm_pause_us;/* pause between pre-warm prefetches; 0: 4000 */
+    uint32_t prewarm_pause_us;/* pause after each pre-warm read lands; 0: 4000 */
     uint32_t eviction;        /* SMOE_EVICT_* */
     uint32_t chunk_bytes;     /* read chunk; 0: default; multiple of 16 KiB */
     uint32_t reserved0_;      /* must be 0 */
