@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *const moe_mat_name[MOE_NMAT] = {"gate", "up", "down"};
 
@@ -155,6 +156,7 @@ int moe_pack(const char *path, const moe_model *m)
         fprintf(stderr, "moe_pack: out of memory for a %" PRIu64 "-byte blob\n", blob_bytes);
         return SMOE_ENOMEM;
     }
+    int tty = isatty(STDERR_FILENO); /* progress only where someone watches */
     for (uint32_t l = 0; l < m->layers; l++) {
         for (uint32_t e = 0; e < m->experts; e++) {
             for (uint32_t i = 0; i < MOE_NMAT; i++)
@@ -165,10 +167,11 @@ int moe_pack(const char *path, const moe_model *m)
                 return writer_fail(w, "add blob", rc);
             }
         }
-        fprintf(stderr, "\rmoe_pack: %s: layer %u/%u (%.2f GB)", path, l + 1, m->layers,
-                (double)blob_bytes * m->experts * (l + 1) / 1e9);
+        if (tty)
+            fprintf(stderr, "\rmoe_pack: %s: layer %u/%u (%.2f GB)%s", path, l + 1, m->layers,
+                    (double)blob_bytes * m->experts * (l + 1) / 1e9,
+                    l + 1 == m->layers ? "\n" : "");
     }
-    fputc('\n', stderr);
     free(blob);
     if ((rc = smoe_writer_finish(w)) < 0) {
         fprintf(stderr, "moe_pack: finish: %s (%s)\n", smoe_last_error(), smoe_err_name(rc));

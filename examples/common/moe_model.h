@@ -47,7 +47,7 @@ typedef struct moe_expert_view {
  * Write the vault of m to path: one blob per (layer, expert) holding
  * "gate" [768, 2048], "up" [768, 2048] and "down" [2048, 768], bf16, at
  * 256-byte alignment (9 MiB per expert), and metadata naming the shapes,
- * top_k and the seed. Progress goes to stderr.
+ * top_k and the seed. Progress goes to stderr when it is a terminal.
  */
 int moe_pack(const char *path, const moe_model *m);
 
