@@ -492,11 +492,18 @@ typedef struct smoe_stats {
     uint64_t ready_spec_p99_ns;
 } smoe_stats;
 
-/* Designated in C so that -Wextra stays quiet about the fields left 0. */
+/* Designated in C and value-initialised in C++, so that -Wextra stays quiet
+ * about the fields left 0. */
 #ifdef __cplusplus
-#define SMOE_STATS_INIT {sizeof(smoe_stats)}
-#define SMOE_RING_REGION_INIT {sizeof(smoe_ring_region)}
-#define SMOE_VAULT_INFO_INIT {sizeof(smoe_vault_info)}
+#define SMOE_CXX_INIT_(T) \
+    static inline T T##_cxx_init_(void) { T v = {}; v.struct_size = sizeof v; return v; }
+SMOE_CXX_INIT_(smoe_stats)
+SMOE_CXX_INIT_(smoe_ring_region)
+SMOE_CXX_INIT_(smoe_vault_info)
+#undef SMOE_CXX_INIT_
+#define SMOE_STATS_INIT smoe_stats_cxx_init_()
+#define SMOE_RING_REGION_INIT smoe_ring_region_cxx_init_()
+#define SMOE_VAULT_INFO_INIT smoe_vault_info_cxx_init_()
 #else
 #define SMOE_STATS_INIT {.struct_size = sizeof(smoe_stats)}
 #define SMOE_RING_REGION_INIT {.struct_size = sizeof(smoe_ring_region)}
