@@ -1,0 +1,281 @@
+/*
+ * cmd_inspect.c - `smoe inspect`: validate a vault and show its header,
+ * counts, sizes, metadata and every layout with its components, as text or
+ * as JSON (json-c).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "smoe/smoe.h"
+#include "tool.h"
+#include "vault.h"
+
+static const char cmd[] = "inspect";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: smoe inspect VAULT [--json]\n"
+            "\n"
+            "Validate VAULT's header and tables (not the blobs: see 'smoe verify') and\n"
+            "show its header, counts, sizes, metadata and blob layouts.\n"
+            "\n"
+            "  --json   print one JSON object instead of text\n"
+            "  --help   this text\n");
+}
+
+typedef struct facts {
+    uint64_t table_offset, layout_offset, meta_offset, file_size_field;
+    uint32_t version;
+    uint64_t payload;  /* sum of blob sizes */
+    uint64_t absent;   /* (layer, expert) pairs with no blob */
+    uint64_t *used_by; /* blobs per layout */
+} facts;
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int gather(const char *path, const smoe__vault *v, facts *f)
+{
+    unsigned char h[128];
+    FILE *fp = fopen(path, "rb");
+    if (!fp || fread(h, 1, sizeof h, fp) != sizeof h) {
+        if (fp)
+            fclose(fp);
+        return tool_error(cmd, "%s: cannot re-read the header", path);
+    }
+    fclose(fp);
+    f->version = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
+                 (uint32_t)h[11] << 24;
+    f->table_offset = le64(h + 48);
+    f->layout_offset = le64(h + 56);
+    f->meta_offset = le64(h + 64);
+    f->file_size_field = le64(h + 88);
+    f->used_by = calloc(v->n_layouts, sizeof *f->used_by);
+    if (!f->used_by)
+        return tool_error(cmd, "out of memory");
+    for (uint64_t i = 0; i < (uint64_t)v->layers * v->experts; i++) {
+        const smoe__vault_entry *e = &v->index[i];
+        if (!e->present) {
+            f->absent++;
+            continue;
+        }
+        f->payload += e->size;
+        f->used_by[e->layout]++;
+    }
+    return 0;
+}
+
+static void shape_text(char *buf, size_t n, const smoe_component *c)
+{
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (uint32_t d = 0; d < c->ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%" PRIu64, d ? ", " : "",
+                                 c->shape[d]);
+    if (used < n)
+        snprintf(buf + used, n - used, "]");
+}
+
+/* Each metadata line: calls fn(key, key_len, value, value_len). */
+static void each_meta(const smoe__vault *v,
+                      void (*fn)(void *u, const char *k, int kl, const char *val, int vl),
+                      void *u)
+{
+    const char *s = v->meta;
+    while (s && *s) {
+        const char *nl = strchr(s, '\n'), *eq = strchr(s, '=');
+        if (!nl || !eq || eq > nl)
+            break; /* the reader guarantees key=value\n lines */
+        fn(u, s, (int)(eq - s), eq + 1, (int)(nl - eq - 1));
+        s = nl + 1;
+    }
+}
+
+static void meta_text(void *u, const char *k, int kl, const char *val, int vl)
+{
+    (void)u;
+    printf("  %.*s = %.*s\n", kl, k, vl, val);
+}
+
+static void print_text(const char *path, const smoe__vault *v, const facts *f)
+{
+    printf("vault            %s\n", path);
+    printf("file size        %" PRIu64 " bytes (%.1f MiB)\n", v->file_size,
+           (double)v->file_size / (1 << 20));
+    printf("format version   %" PRIu32 "\n", f->version);
+    printf("vault id         %016" PRIx64 "\n", v->vault_id);
+    printf("layers           %" PRIu32 "\n", v->layers);
+    printf("experts          %" PRIu32 " per layer\n", v->experts);
+    printf("entries          %" PRIu32 " (%" PRIu64 " absent)\n", v->entries, f->absent);
+    if (v->top_k)
+        printf("top_k            %" PRIu32 "\n", v->top_k);
+    else
+        printf("top_k            unknown\n");
+    printf("blob bytes       %" PRIu64 " payload, %" PRIu64 " padded, largest padded %"
+           PRIu64 "\n", f->payload, v->total_padded, v->max_padded);
+    printf("alignment        16384 (blobs), %" PRIu32 " (components)\n", v->component_align);
+    printf("tables           expert table at %" PRIu64 ", layouts at %" PRIu64
+           ", metadata at %" PRIu64 " (%" PRIu64 " bytes)\n", f->table_offset,
+           f->layout_offset, f->meta_offset, v->meta_bytes);
+    printf("metadata\n");
+    each_meta(v, meta_text, NULL);
+    printf("layouts          %" PRIu32 " (%" PRIu32 " components)\n", v->n_layouts,
+           v->n_components);
+    for (uint32_t j = 0; j < v->n_layouts; j++) {
+        const smoe__vault_layout *lo = &v->layouts[j];
+        printf("  layout %" PRIu32 ": %" PRIu32 " components, extent %" PRIu64
+               " bytes, used by %" PRIu64 " blobs\n", j, lo->n, lo->min_bytes, f->used_by[j]);
+        printf("    %-24s %-14s %-24s %12s %12s\n", "name", "dtype", "shape", "offset", "bytes");
+        for (uint32_t k = 0; k < lo->n; k++) {
+            const smoe_component *c = &v->components[lo->first + k];
+            char sh[128], dt[64];
+            shape_text(sh, sizeof sh, c);
+            if (c->dtype == SMOE_DTYPE_MLX_PACKED)
+                snprintf(dt, sizeof dt, "mlx_packed/%" PRIu32 "b/g%" PRIu32, c->quant_bits,
+                         c->quant_group);
+            else if (!strcmp(smoe_dtype_name(c->dtype), "?"))
+                snprintf(dt, sizeof dt, "?(0x%" PRIx32 ")", c->dtype);
+            else
+                snprintf(dt, sizeof dt, "%s", smoe_dtype_name(c->dtype));
+            printf("    %-24s %-14s %-24s %12" PRIu64 " %12" PRIu64 "\n", c->name, dt, sh,
+                   c->offset, c->nbytes);
+        }
+    }
+}
+
+static void meta_json(void *u, const char *k, int kl, const char *val, int vl)
+{
+    char *key = malloc((size_t)kl + 1);
+    if (!key)
+        return;
+    memcpy(key, k, (size_t)kl);
+    key[kl] = 0;
+    json_object_object_add((json_object *)u, key, json_object_new_string_len(val, vl));
+    free(key);
+}
+
+static json_object *u64(uint64_t v)
+{
+    return json_object_new_uint64(v);
+}
+
+static int print_json(const char *path, const smoe__vault *v, const facts *f)
+{
+    json_object *o = json_object_new_object();
+    char id[32];
+    snprintf(id, sizeof id, "%016" PRIx64, v->vault_id);
+    json_object_object_add(o, "path", json_object_new_string(path));
+    json_object_object_add(o, "file_size", u64(v->file_size));
+    json_object_object_add(o, "version", u64(f->version));
+    json_object_object_add(o, "vault_id", json_object_new_string(id));
+    json_object_object_add(o, "layers", u64(v->layers));
+    json_object_object_add(o, "experts", u64(v->experts));
+    json_object_object_add(o, "entries", u64(v->entries));
+    json_object_object_add(o, "absent", u64(f->absent));
+    json_object_object_add(o, "top_k", u64(v->top_k));
+    json_object_object_add(o, "payload_bytes", u64(f->payload));
+    json_object_object_add(o, "total_padded", u64(v->total_padded));
+    json_object_object_add(o, "max_padded", u64(v->max_padded));
+    json_object_object_add(o, "alignment", u64(SMOE__VAULT_ALIGN));
+    json_object_object_add(o, "component_align", u64(v->component_align));
+    json_object_object_add(o, "data_offset", u64(SMOE__VAULT_ALIGN));
+    json_object_object_add(o, "table_offset", u64(f->table_offset));
+    json_object_object_add(o, "layout_offset", u64(f->layout_offset));
+    json_object_object_add(o, "meta_offset", u64(f->meta_offset));
+    json_object_object_add(o, "meta_bytes", u64(v->meta_bytes));
+    json_object *meta = json_object_new_object();
+    each_meta(v, meta_json, meta);
+    json_object_object_add(o, "metadata", meta);
+    json_object_object_add(o, "n_components", u64(v->n_components));
+    json_object *layouts = json_object_new_array();
+    for (uint32_t j = 0; j < v->n_layouts; j++) {
+        const smoe__vault_layout *lo = &v->layouts[j];
+        json_object *l = json_object_new_object();
+        json_object_object_add(l, "index", u64(j));
+        json_object_object_add(l, "extent", u64(lo->min_bytes));
+        json_object_object_add(l, "used_by", u64(f->used_by[j]));
+        json_object *cs = json_object_new_array();
+        for (uint32_t k = 0; k < lo->n; k++) {
+            const smoe_component *c = &v->components[lo->first + k];
+            json_object *jc = json_object_new_object();
+            json_object_object_add(jc, "name", json_object_new_string(c->name));
+            json_object_object_add(jc, "dtype", json_object_new_string(smoe_dtype_name(c->dtype)));
+            json_object_object_add(jc, "dtype_id", u64(c->dtype));
+            json_object *sh = json_object_new_array();
+            for (uint32_t d = 0; d < c->ndim; d++)
+                json_object_array_add(sh, u64(c->shape[d]));
+            json_object_object_add(jc, "shape", sh);
+            json_object_object_add(jc, "offset", u64(c->offset));
+            json_object_object_add(jc, "bytes", u64(c->nbytes));
+            if (c->dtype == SMOE_DTYPE_MLX_PACKED) {
+                json_object_object_add(jc, "quant_group", u64(c->quant_group));
+                json_object_object_add(jc, "quant_bits", u64(c->quant_bits));
+            }
+            json_object_array_add(cs, jc);
+        }
+        json_object_object_add(l, "components", cs);
+        json_object_array_add(layouts, l);
+    }
+    json_object_object_add(o, "layouts", layouts);
+    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                          JSON_C_TO_STRING_NOSLASHESCAPE);
+    int ok = s && puts(s) >= 0;
+    json_object_put(o);
+    return ok ? 0 : tool_error(cmd, "cannot write the JSON output");
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    const char *path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            tool_error(cmd, "unknown option '%s'", argv[i]);
+            fprintf(stderr, "run 'smoe inspect --help' for usage\n");
+            return 2;
+        } else if (path) {
+            tool_error(cmd, "only one vault, please ('%s' and '%s')", path, argv[i]);
+            fprintf(stderr, "run 'smoe inspect --help' for usage\n");
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        tool_error(cmd, "which vault?");
+        fprintf(stderr, "run 'smoe inspect --help' for usage\n");
+        return 2;
+    }
+    smoe__vault v;
+    int rc = smoe__vault_load(&v, path, smoe__io_get());
+    if (rc < 0)
+        return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+    facts f;
+    memset(&f, 0, sizeof f);
+    rc = gather(path, &v, &f);
+    if (rc == 0) {
+        if (json)
+            rc = print_json(path, &v, &f);
+        else
+            print_text(path, &v, &f);
+    }
+    free(f.used_by);
+    smoe__vault_free(&v);
+    if (rc == 0 && fflush(stdout) != 0)
+        rc = tool_error(cmd, "cannot write the output");
+    return rc;
+}

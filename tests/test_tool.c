@@ -1,0 +1,299 @@
+/*
+ * Description: the smoe tool's vault subcommands, run as a separate
+ * process ($SMOE_TOOL): gen then verify passes; a corrupted blob byte or
+ * padding byte makes verify fail naming exactly that (layer, expert);
+ * inspect --json parses and reports the counts, metadata and layout;
+ * --help works for each command; bad arguments and bad vaults give a
+ * message on stderr and a non-zero exit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+
+#include "smoe/smoe.h"
+#include "testutil.h"
+#include "vault.h"
+
+static char *g_dir;
+static const char *g_tool;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    g_tool = getenv("SMOE_TOOL");
+    if (!g_tool || !*g_tool) {
+        fprintf(stderr, "SMOE_TOOL is not set: run this test through ctest\n");
+        return -1;
+    }
+    g_dir = tu_tmpdir();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* Output of the last run, NUL-terminated. */
+static char *g_out, *g_err;
+
+static char *slurp(const char *path)
+{
+    uint64_t n;
+    unsigned char *b = tu_read_file(path, &n);
+    char *s = realloc(b, (size_t)n + 1);
+    assert_non_null(s);
+    s[n] = 0;
+    return s;
+}
+
+/* Run the tool with the NULL-terminated arguments; returns its exit status. */
+static int run_tool(const char *const *args)
+{
+    char *out = tu_path(g_dir, "stdout.txt"), *err = tu_path(g_dir, "stderr.txt");
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = g_tool;
+    for (; *args && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+            _exit(127);
+        execv(g_tool, (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        assert_int_equal(errno, EINTR);
+    free(g_out);
+    free(g_err);
+    g_out = slurp(out);
+    g_err = slurp(err);
+    free(out);
+    free(err);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+#define RUN(...) run_tool((const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle))
+        fail_msg("\"%s\" not found in:\n%s", needle, hay);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+static char *gen_vault(const char *name)
+{
+    char *p = tu_path(g_dir, name);
+    int rc = RUN("gen", "--out", p, "--layers", "3", "--experts", "4", "--blob-bytes", "10k",
+                 "--blob-bytes-max", "50000", "--seed", "5", "--top-k", "2", "--model", "tiny");
+    if (rc != 0)
+        fail_msg("gen failed (%d): %s", rc, g_err);
+    return p;
+}
+
+static void test_gen_verify(void **state)
+{
+    (void)state;
+    char *p = gen_vault("gv.smoe");
+    expect_contains(g_out, "12 blobs");
+    assert_string_equal(g_err, ""); /* no progress when stderr is not a terminal */
+    assert_int_equal(RUN("verify", p), 0);
+    expect_contains(g_out, "12 blobs");
+    expect_contains(g_out, "OK");
+    assert_string_equal(g_err, "");
+    /* the library reads what gen wrote, sized as asked */
+    smoe__vault v;
+    assert_int_equal(smoe__vault_load(&v, p, &smoe__io_os), 0);
+    assert_int_equal(v.entries, 12);
+    assert_int_equal(v.top_k, 2);
+    assert_string_equal(smoe__vault_meta(&v, "model"), "tiny");
+    for (uint32_t l = 0; l < 3; l++)
+        for (uint32_t e = 0; e < 4; e++) {
+            const smoe__vault_entry *en = smoe__vault_entry_of(&v, l, e);
+            assert_non_null(en);
+            assert_in_range(en->size, 10240, 50000);
+        }
+    assert_true(v.layouts[0].min_bytes <= 10240);
+    smoe__vault_free(&v);
+    /* the same arguments write the same bytes */
+    char *q = tu_path(g_dir, "gv2.smoe");
+    assert_int_equal(RUN("gen", "--out", q, "--layers", "3", "--experts", "4", "--blob-bytes",
+                         "10k", "--blob-bytes-max", "50000", "--seed", "5", "--top-k", "2",
+                         "--model", "tiny"), 0);
+    uint64_t na, nb;
+    unsigned char *a = tu_read_file(p, &na), *b = tu_read_file(q, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, (size_t)na);
+    free(a);
+    free(b);
+    free(q);
+    free(p);
+}
+
+static void test_verify_corrupt_blob(void **state)
+{
+    (void)state;
+    char *p = gen_vault("corrupt.smoe");
+    smoe__vault v;
+    assert_int_equal(smoe__vault_load(&v, p, &smoe__io_os), 0);
+    const smoe__vault_entry *e = smoe__vault_entry_of(&v, 1, 2);
+    assert_non_null(e);
+    tu_flip_byte(p, e->offset + e->size / 2);
+    assert_int_equal(RUN("verify", p), 1);
+    expect_contains(g_err, "layer 1 expert 2: checksum mismatch");
+    assert_int_equal(count_of(g_err, "layer "), 1);
+    expect_contains(g_out, "1 bad blob");
+    /* a non-zero padding byte of another blob is caught too */
+    e = smoe__vault_entry_of(&v, 2, 3);
+    assert_non_null(e);
+    assert_true(e->padded > e->size);
+    tu_flip_byte(p, e->offset + e->padded - 1);
+    assert_int_equal(RUN("verify", p), 1);
+    expect_contains(g_err, "layer 1 expert 2: checksum mismatch");
+    expect_contains(g_err, "layer 2 expert 3: padding byte");
+    assert_int_equal(count_of(g_err, "layer "), 2);
+    expect_contains(g_out, "2 bad blobs");
+    smoe__vault_free(&v);
+    free(p);
+}
+
+static void test_verify_bad_vault(void **state)
+{
+    (void)state;
+    char *p = gen_vault("trunc.smoe");
+    tu_truncate(p, tu_file_size(p) - 10);
+    assert_int_equal(RUN("verify", p), 1);
+    expect_contains(g_err, "SMOE_ETRUNC");
+    expect_contains(g_err, "file_size");
+    assert_int_equal(RUN("inspect", p), 1);
+    expect_contains(g_err, "SMOE_ETRUNC");
+    free(p);
+}
+
+static void test_inspect_json(void **state)
+{
+    (void)state;
+    char *p = gen_vault("json.smoe");
+    assert_int_equal(RUN("inspect", p, "--json"), 0);
+    json_object *o = json_tokener_parse(g_out);
+    if (!o)
+        fail_msg("not JSON:\n%s", g_out);
+    json_object *x;
+#define GET(obj, key) (assert_true(json_object_object_get_ex(obj, key, &x)), x)
+    assert_int_equal(json_object_get_int64(GET(o, "layers")), 3);
+    assert_int_equal(json_object_get_int64(GET(o, "experts")), 4);
+    assert_int_equal(json_object_get_int64(GET(o, "entries")), 12);
+    assert_int_equal(json_object_get_int64(GET(o, "absent")), 0);
+    assert_int_equal(json_object_get_int64(GET(o, "top_k")), 2);
+    assert_int_equal(json_object_get_int64(GET(o, "file_size")), tu_file_size(p));
+    assert_int_equal(json_object_get_int64(GET(o, "version")), 1);
+    json_object *meta = GET(o, "metadata");
+    assert_string_equal(json_object_get_string(GET(meta, "model")), "tiny");
+    assert_string_equal(json_object_get_string(GET(meta, "top_k")), "2");
+    json_object *layouts = GET(o, "layouts");
+    assert_int_equal(json_object_array_length(layouts), 1);
+    json_object *l0 = json_object_array_get_idx(layouts, 0);
+    assert_int_equal(json_object_get_int64(GET(l0, "used_by")), 12);
+    json_object *comps = GET(l0, "components");
+    assert_int_equal(json_object_array_length(comps), 3);
+    static const char *const names[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+        json_object *c = json_object_array_get_idx(comps, (size_t)i);
+        assert_string_equal(json_object_get_string(GET(c, "name")), names[i]);
+        assert_string_equal(json_object_get_string(GET(c, "dtype")), "bf16");
+        assert_int_equal(json_object_array_length(GET(c, "shape")), 2);
+        assert_true(json_object_get_int64(GET(c, "bytes")) > 0);
+    }
+#undef GET
+    json_object_put(o);
+    /* the text form names the same things */
+    assert_int_equal(RUN("inspect", p), 0);
+    expect_contains(g_out, "layers           3");
+    expect_contains(g_out, "model = tiny");
+    expect_contains(g_out, "gate");
+    expect_contains(g_out, "bf16");
+    free(p);
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    static const char *const cmds[] = {"gen", "inspect", "verify"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(RUN(cmds[i], "--help"), 0);
+        char want[64];
+        snprintf(want, sizeof want, "usage: smoe %s", cmds[i]);
+        expect_contains(g_out, want);
+    }
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    char *p = tu_path(g_dir, "args.smoe");
+    assert_int_not_equal(RUN("gen", "--layers", "2"), 0);
+    expect_contains(g_err, "required");
+    assert_int_not_equal(RUN("gen", "--out", p, "--layers", "0", "--experts", "2",
+                             "--blob-bytes", "1k"), 0);
+    expect_contains(g_err, "--layers");
+    assert_int_not_equal(RUN("gen", "--out", p, "--layers", "1", "--experts", "2",
+                             "--blob-bytes", "2k", "--blob-bytes-max", "1k"), 0);
+    expect_contains(g_err, "--blob-bytes-max");
+    assert_int_not_equal(RUN("gen", "--out", p, "--layers", "1", "--experts", "2",
+                             "--blob-bytes", "1k", "--top-k", "3"), 0);
+    expect_contains(g_err, "top_k");
+    assert_false(tu_exists(p));
+    assert_int_not_equal(RUN("gen", "--nope"), 0);
+    expect_contains(g_err, "--nope");
+    assert_int_not_equal(RUN("inspect"), 0);
+    assert_int_not_equal(RUN("verify", "a", "b"), 0);
+    char *missing = tu_path(g_dir, "missing.smoe");
+    assert_int_equal(RUN("verify", missing), 1);
+    expect_contains(g_err, "missing.smoe");
+    free(missing);
+    free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gen_verify),
+        cmocka_unit_test(test_verify_corrupt_blob),
+        cmocka_unit_test(test_verify_bad_vault),
+        cmocka_unit_test(test_inspect_json),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    free(g_out);
+    free(g_err);
+    return rc;
+}

@@ -1,0 +1,483 @@
+/* testutil.c - see testutil.h. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "testutil.h"
+
+/* ---- files and directories ------------------------------------------- */
+
+char *tu_tmpdir(void)
+{
+    const char *base = getenv("SMOE_TEST_TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    char *dir = tu_path(base, "smoe-test-XXXXXX");
+    if (!mkdtemp(dir))
+        fail_msg("mkdtemp(%s): %s", dir, strerror(errno));
+    return dir;
+}
+
+void tu_rmdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p = tu_path(dir, e->d_name);
+        unlink(p);
+        free(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+char *tu_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    assert_non_null(p);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+uint64_t tu_file_size(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        fail_msg("stat(%s): %s", path, strerror(errno));
+    return (uint64_t)st.st_size;
+}
+
+int tu_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+void tu_truncate(const char *path, uint64_t size)
+{
+    if (truncate(path, (off_t)size) < 0)
+        fail_msg("truncate(%s): %s", path, strerror(errno));
+}
+
+void tu_read_at(const char *path, uint64_t off, void *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        fail_msg("open(%s): %s", path, strerror(errno));
+    ssize_t r = pread(fd, buf, n, (off_t)off);
+    close(fd);
+    if (r != (ssize_t)n)
+        fail_msg("pread(%s, %zu at %llu) returned %zd", path, n, (unsigned long long)off, r);
+}
+
+unsigned char *tu_read_file(const char *path, uint64_t *size)
+{
+    *size = tu_file_size(path);
+    unsigned char *b = malloc(*size ? (size_t)*size : 1);
+    assert_non_null(b);
+    if (*size)
+        tu_read_at(path, 0, b, (size_t)*size);
+    return b;
+}
+
+/* ---- deterministic payloads ------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t blob_key(uint64_t seed, uint32_t layer, uint32_t expert, uint64_t salt)
+{
+    uint64_t s = seed ^ salt;
+    s ^= splitmix64(&s) + ((uint64_t)layer << 32 | expert);
+    return splitmix64(&s);
+}
+
+uint64_t tu_blob_size(uint64_t seed, uint32_t layer, uint32_t expert,
+                      uint64_t min_bytes, uint64_t max_bytes)
+{
+    if (max_bytes <= min_bytes)
+        return min_bytes;
+    return min_bytes + blob_key(seed, layer, expert, 0x5123) % (max_bytes - min_bytes + 1);
+}
+
+void tu_blob_fill(void *buf, size_t n, uint64_t seed, uint32_t layer, uint32_t expert)
+{
+    unsigned char *p = buf;
+    uint64_t s = blob_key(seed, layer, expert, 0xb10b);
+    while (n > 0) {
+        uint64_t v = splitmix64(&s);
+        for (int i = 0; i < 8 && n > 0; i++, n--, v >>= 8)
+            *p++ = (unsigned char)v;
+    }
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+uint32_t tu_layout(smoe_component comps[3], uint64_t max_bytes)
+{
+    memset(comps, 0, 3 * sizeof *comps);
+    for (uint64_t h = 4096; h >= 8; h /= 2) {
+        uint64_t f = max_bytes / (6 * h);
+        while (f >= h / 4 && 2 * round_up(2 * h * f, 256) + 2 * h * f > max_bytes)
+            f--;
+        if (f < h / 4 || f == 0)
+            continue;
+        uint64_t s = 2 * h * f;
+        static const char *names[3] = {"gate", "up", "down"};
+        for (int i = 0; i < 3; i++) {
+            smoe_component *c = &comps[i];
+            snprintf(c->name, sizeof c->name, "%s", names[i]);
+            c->dtype = SMOE_DTYPE_BF16;
+            c->ndim = 2;
+            c->shape[0] = i < 2 ? f : h;
+            c->shape[1] = i < 2 ? h : f;
+            c->offset = (uint64_t)i * round_up(s, 256);
+            c->nbytes = s;
+        }
+        return 3;
+    }
+    snprintf(comps[0].name, sizeof comps[0].name, "w");
+    comps[0].dtype = SMOE_DTYPE_U8;
+    comps[0].ndim = 1;
+    comps[0].shape[0] = max_bytes ? max_bytes : 1;
+    comps[0].nbytes = comps[0].shape[0];
+    return 1;
+}
+
+uint64_t tu_layout_extent(const smoe_component *comps, uint32_t n)
+{
+    return comps[n - 1].offset + comps[n - 1].nbytes;
+}
+
+/* ---- writing test vaults ------------------------------------------------ */
+
+int tu_make_vault_ex(const char *path, const tu_vault_opts *o)
+{
+    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
+    wo.layers = o->layers;
+    wo.experts = o->experts;
+    smoe_writer *w = NULL;
+    int rc = smoe_writer_open(path, &wo, &w);
+    if (rc < 0)
+        return rc;
+    smoe_component comps[3];
+    uint32_t n = tu_layout(comps, o->min_bytes), id = 0;
+    unsigned char *buf = malloc(o->max_bytes ? (size_t)o->max_bytes : 1);
+    assert_non_null(buf);
+    char num[32];
+    if ((rc = smoe_writer_add_layout(w, comps, n, &id)) < 0)
+        goto fail;
+    if (o->model && (rc = smoe_writer_set_meta(w, "model", o->model)) < 0)
+        goto fail;
+    if (o->top_k) {
+        snprintf(num, sizeof num, "%u", o->top_k);
+        if ((rc = smoe_writer_set_meta(w, "top_k", num)) < 0)
+            goto fail;
+    }
+    for (const char *const *m = o->meta; m && m[0]; m += 2)
+        if ((rc = smoe_writer_set_meta(w, m[0], m[1])) < 0)
+            goto fail;
+    uint64_t total = (uint64_t)o->layers * o->experts;
+    for (uint64_t k = 0; k < total; k++) {
+        uint64_t i = o->reverse ? total - 1 - k : k;
+        uint32_t layer = (uint32_t)(i / o->experts), expert = (uint32_t)(i % o->experts);
+        if (o->present && !o->present(layer, expert))
+            continue;
+        uint64_t size = tu_blob_size(o->seed, layer, expert, o->min_bytes, o->max_bytes);
+        tu_blob_fill(buf, (size_t)size, o->seed, layer, expert);
+        if ((rc = smoe_writer_add_blob(w, layer, expert, id, buf, size)) < 0)
+            goto fail;
+    }
+    free(buf);
+    return smoe_writer_finish(w);
+fail:
+    free(buf);
+    smoe_writer_abort(w);
+    return rc;
+}
+
+int tu_make_vault(const char *path, uint32_t layers, uint32_t experts,
+                  uint64_t min_bytes, uint64_t max_bytes, uint64_t seed)
+{
+    tu_vault_opts o = {0};
+    o.layers = layers;
+    o.experts = experts;
+    o.min_bytes = min_bytes;
+    o.max_bytes = max_bytes;
+    o.seed = seed;
+    o.model = "tu-test";
+    o.top_k = experts < 2 ? experts : 2;
+    return tu_make_vault_ex(path, &o);
+}
+
+/* ---- patching fields ------------------------------------------------------ */
+
+uint32_t tu_read_u32(const char *path, uint64_t off)
+{
+    unsigned char b[4];
+    tu_read_at(path, off, b, 4);
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+uint64_t tu_read_u64(const char *path, uint64_t off)
+{
+    return (uint64_t)tu_read_u32(path, off) | (uint64_t)tu_read_u32(path, off + 4) << 32;
+}
+
+void tu_patch_bytes(const char *path, uint64_t off, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY);
+    if (fd < 0)
+        fail_msg("open(%s): %s", path, strerror(errno));
+    ssize_t r = pwrite(fd, p, n, (off_t)off);
+    close(fd);
+    if (r != (ssize_t)n)
+        fail_msg("pwrite(%s, %zu at %llu) returned %zd", path, n, (unsigned long long)off, r);
+}
+
+void tu_patch_u32(const char *path, uint64_t off, uint32_t v)
+{
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    tu_patch_bytes(path, off, b, 4);
+}
+
+void tu_patch_u64(const char *path, uint64_t off, uint64_t v)
+{
+    tu_patch_u32(path, off, (uint32_t)v);
+    tu_patch_u32(path, off + 4, (uint32_t)(v >> 32));
+}
+
+void tu_flip_byte(const char *path, uint64_t off)
+{
+    unsigned char b;
+    tu_read_at(path, off, &b, 1);
+    b ^= 0xff;
+    tu_patch_bytes(path, off, &b, 1);
+}
+
+static void hash_range(XXH3_state_t *st, const char *path, uint64_t off, uint64_t n)
+{
+    unsigned char *b = malloc(n ? (size_t)n : 1);
+    assert_non_null(b);
+    if (n)
+        tu_read_at(path, off, b, (size_t)n);
+    XXH3_64bits_update(st, b, (size_t)n);
+    free(b);
+}
+
+void tu_fix_checksum(const char *path)
+{
+    unsigned char h[120];
+    tu_read_at(path, 0, h, sizeof h);
+    uint64_t entries = tu_read_u32(path, TU_H_ENTRIES);
+    uint64_t layouts = tu_read_u32(path, TU_H_LAYOUTS);
+    uint64_t comps = tu_read_u32(path, TU_H_COMPONENTS);
+    XXH3_state_t *st = XXH3_createState();
+    assert_non_null(st);
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, h, sizeof h);
+    hash_range(st, path, tu_read_u64(path, TU_H_TABLE_OFFSET), entries * 48);
+    hash_range(st, path, tu_read_u64(path, TU_H_LAYOUT_OFFSET), layouts * 16 + comps * 128);
+    hash_range(st, path, tu_read_u64(path, TU_H_META_OFFSET),
+               tu_read_u64(path, TU_H_META_BYTES));
+    XXH64_canonical_t c;
+    XXH64_canonicalFromHash(&c, XXH3_64bits_digest(st));
+    XXH3_freeState(st);
+    tu_patch_bytes(path, TU_H_CHECKSUM, c.digest, sizeof c.digest);
+}
+
+uint64_t tu_entry_off(const char *path, uint32_t i)
+{
+    return tu_read_u64(path, TU_H_TABLE_OFFSET) + 48ull * i;
+}
+
+uint64_t tu_layout_off(const char *path, uint32_t j)
+{
+    return tu_read_u64(path, TU_H_LAYOUT_OFFSET) + 16ull * j;
+}
+
+uint64_t tu_component_off(const char *path, uint32_t k)
+{
+    return tu_read_u64(path, TU_H_LAYOUT_OFFSET) + 16ull * tu_read_u32(path, TU_H_LAYOUTS) +
+           128ull * k;
+}
+
+uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert)
+{
+    uint32_t n = tu_read_u32(path, TU_H_ENTRIES);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t off = tu_entry_off(path, i);
+        if (tu_read_u32(path, off + TU_E_LAYER) == layer &&
+            tu_read_u32(path, off + TU_E_EXPERT) == expert)
+            return i;
+    }
+    return UINT32_MAX;
+}
+
+/* ---- smoe__io tables -------------------------------------------------------- */
+
+#define TU_MEM_FD 7
+
+static int mem_open(const smoe__io *io, const char *path, unsigned flags)
+{
+    tu_mem *m = io->user;
+    (void)path;
+    if (flags & (SMOE__IO_WRONLY | SMOE__IO_RDWR))
+        return -EROFS;
+    m->open_fds++;
+    return TU_MEM_FD;
+}
+
+static int mem_close(const smoe__io *io, int fd)
+{
+    tu_mem *m = io->user;
+    if (fd != TU_MEM_FD)
+        return -EBADF;
+    m->open_fds--;
+    return 0;
+}
+
+static ssize_t mem_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off)
+{
+    tu_mem *m = io->user;
+    if (fd != TU_MEM_FD)
+        return -EBADF;
+    m->preads++;
+    if (m->fail_at && m->preads == m->fail_at)
+        return -(m->fail_errno ? m->fail_errno : EIO);
+    if (m->eintr_every && m->preads % m->eintr_every == 0)
+        return -EINTR;
+    if (off >= m->size)
+        return 0;
+    if (n > m->size - off)
+        n = (size_t)(m->size - off);
+    if (m->max_chunk && n > m->max_chunk)
+        n = m->max_chunk;
+    memcpy(buf, m->data + off, n);
+    return (ssize_t)n;
+}
+
+static ssize_t mem_pwrite(const smoe__io *io, int fd, const void *buf, size_t n, uint64_t off)
+{
+    (void)io, (void)fd, (void)buf, (void)n, (void)off;
+    return -EROFS;
+}
+
+static int mem_fsync(const smoe__io *io, int fd)
+{
+    (void)io, (void)fd;
+    return 0;
+}
+
+static int mem_rename(const smoe__io *io, const char *from, const char *to)
+{
+    (void)io, (void)from, (void)to;
+    return -EROFS;
+}
+
+static int mem_unlink(const smoe__io *io, const char *path)
+{
+    (void)io, (void)path;
+    return -EROFS;
+}
+
+static int mem_size(const smoe__io *io, int fd, uint64_t *size)
+{
+    tu_mem *m = io->user;
+    if (fd != TU_MEM_FD)
+        return -EBADF;
+    *size = m->report_size ? m->report_size : m->size;
+    return 0;
+}
+
+smoe__io tu_mem_io(tu_mem *m)
+{
+    smoe__io io = {mem_open, mem_close, mem_pread, mem_pwrite, mem_fsync,
+                   mem_rename, mem_unlink, mem_size, m};
+    return io;
+}
+
+static ssize_t fault_pwrite(const smoe__io *io, int fd, const void *buf, size_t n,
+                            uint64_t off)
+{
+    tu_fault *f = io->user;
+    if (++f->pwrites == f->pwrite_fail_at)
+        return -EIO;
+    return smoe__io_os.pwrite(&smoe__io_os, fd, buf, n, off);
+}
+
+static int fault_open(const smoe__io *io, const char *path, unsigned flags)
+{
+    (void)io;
+    return smoe__io_os.open(&smoe__io_os, path, flags);
+}
+
+static int fault_close(const smoe__io *io, int fd)
+{
+    (void)io;
+    return smoe__io_os.close(&smoe__io_os, fd);
+}
+
+static ssize_t fault_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off)
+{
+    (void)io;
+    return smoe__io_os.pread(&smoe__io_os, fd, buf, n, off);
+}
+
+static int fault_fsync(const smoe__io *io, int fd)
+{
+    (void)io;
+    return smoe__io_os.fsync(&smoe__io_os, fd);
+}
+
+static int fault_rename(const smoe__io *io, const char *from, const char *to)
+{
+    (void)io;
+    return smoe__io_os.rename(&smoe__io_os, from, to);
+}
+
+static int fault_unlink(const smoe__io *io, const char *path)
+{
+    (void)io;
+    return smoe__io_os.unlink(&smoe__io_os, path);
+}
+
+static int fault_size(const smoe__io *io, int fd, uint64_t *size)
+{
+    (void)io;
+    return smoe__io_os.size(&smoe__io_os, fd, size);
+}
+
+smoe__io tu_fault_io(tu_fault *f)
+{
+    f->pwrites = 0;
+    smoe__io io = {fault_open, fault_close, fault_pread, fault_pwrite, fault_fsync,
+                   fault_rename, fault_unlink, fault_size, f};
+    return io;
+}

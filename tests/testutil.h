@@ -1,0 +1,136 @@
+/*
+ * testutil.h - helpers shared by the tests: temporary directories,
+ * deterministic vaults whose every byte a test can recompute, patching
+ * fields of a written vault to craft malformed ones, and smoe__io tables
+ * backed by memory or injecting faults.
+ *
+ * Helpers that cannot do their job fail the running cmocka test.
+ */
+#ifndef SMOE_TESTUTIL_H
+#define SMOE_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smoe/smoe.h"
+#include "io.h"
+
+/* ---- files and directories ------------------------------------------- */
+
+/* A new directory under $SMOE_TEST_TMPDIR (or /tmp); free() the result. */
+char *tu_tmpdir(void);
+/* Remove dir and the plain files in it (no recursion). */
+void tu_rmdir(const char *dir);
+/* "dir/name"; free() the result. */
+char *tu_path(const char *dir, const char *name);
+uint64_t tu_file_size(const char *path);
+int tu_exists(const char *path);
+void tu_truncate(const char *path, uint64_t size);
+/* Whole file into a malloc()ed buffer; *size receives its length. */
+unsigned char *tu_read_file(const char *path, uint64_t *size);
+void tu_read_at(const char *path, uint64_t off, void *buf, size_t n);
+
+/* ---- deterministic payloads ------------------------------------------ */
+
+/* Size of the blob of (layer, expert): in [min_bytes, max_bytes]. */
+uint64_t tu_blob_size(uint64_t seed, uint32_t layer, uint32_t expert,
+                      uint64_t min_bytes, uint64_t max_bytes);
+/* Fill buf with the blob bytes of (layer, expert) under seed. */
+void tu_blob_fill(void *buf, size_t n, uint64_t seed, uint32_t layer, uint32_t expert);
+/*
+ * A plausible expert layout whose extent is at most max_bytes: bf16
+ * "gate" [ffn, hidden], "up" [ffn, hidden], "down" [hidden, ffn] at
+ * 256-byte alignment; or, below about 1 KiB, one u8 component "w".
+ * Fills comps (room for 3) and returns the component count.
+ */
+uint32_t tu_layout(smoe_component comps[3], uint64_t max_bytes);
+/* End of a layout's last component. */
+uint64_t tu_layout_extent(const smoe_component *comps, uint32_t n);
+
+/* ---- writing test vaults ------------------------------------------------ */
+
+typedef struct tu_vault_opts {
+    uint32_t layers, experts;
+    uint64_t min_bytes, max_bytes; /* blob sizes, both inclusive */
+    uint64_t seed;
+    uint32_t top_k;                /* 0: no top_k key */
+    const char *model;             /* NULL: no model key */
+    /* Extra metadata: NULL-terminated list of key, value, key, value, ... */
+    const char *const *meta;
+    /* (layer, expert) is absent when this returns 0; NULL: all present. */
+    int (*present)(uint32_t layer, uint32_t expert);
+    int reverse;                   /* add blobs last to first */
+} tu_vault_opts;
+
+/* Write the vault; returns the writer's code (0 on success). */
+int tu_make_vault_ex(const char *path, const tu_vault_opts *o);
+/* layers x experts blobs, every one present, metadata model=tu-test and
+ * top_k=min(2, experts). */
+int tu_make_vault(const char *path, uint32_t layers, uint32_t experts,
+                  uint64_t min_bytes, uint64_t max_bytes, uint64_t seed);
+
+/* ---- patching fields ------------------------------------------------------ */
+
+/* Header field offsets (docs/vault-format.md). */
+enum {
+    TU_H_MAGIC = 0, TU_H_VERSION = 8, TU_H_HEADER_SIZE = 12, TU_H_ALIGNMENT = 16,
+    TU_H_COMPONENT_ALIGN = 20, TU_H_LAYERS = 24, TU_H_EXPERTS = 28, TU_H_ENTRIES = 32,
+    TU_H_LAYOUTS = 36, TU_H_COMPONENTS = 40, TU_H_FLAGS = 44, TU_H_TABLE_OFFSET = 48,
+    TU_H_LAYOUT_OFFSET = 56, TU_H_META_OFFSET = 64, TU_H_META_BYTES = 72,
+    TU_H_DATA_OFFSET = 80, TU_H_FILE_SIZE = 88, TU_H_RESERVED = 96, TU_H_CHECKSUM = 120
+};
+/* Field offsets inside an expert table entry, a layout and a component. */
+enum { TU_E_LAYER = 0, TU_E_EXPERT = 4, TU_E_LAYOUT = 8, TU_E_FLAGS = 12, TU_E_OFFSET = 16,
+       TU_E_SIZE = 24, TU_E_PADDED = 32, TU_E_HASH = 40 };
+enum { TU_L_FIRST = 0, TU_L_N = 4, TU_L_EXTENT = 8 };
+enum { TU_C_NAME = 0, TU_C_DTYPE = 64, TU_C_NDIM = 68, TU_C_SHAPE = 72, TU_C_OFFSET = 104,
+       TU_C_NBYTES = 112, TU_C_QGROUP = 120, TU_C_QBITS = 124 };
+
+uint32_t tu_read_u32(const char *path, uint64_t off);
+uint64_t tu_read_u64(const char *path, uint64_t off);
+void tu_patch_u32(const char *path, uint64_t off, uint32_t v);
+void tu_patch_u64(const char *path, uint64_t off, uint64_t v);
+void tu_patch_bytes(const char *path, uint64_t off, const void *p, size_t n);
+/* XOR the byte at off with 0xff. */
+void tu_flip_byte(const char *path, uint64_t off);
+/* Recompute and store the header checksum from the header's own fields. */
+void tu_fix_checksum(const char *path);
+/* File offsets of expert table entry i, layout record j, component k. */
+uint64_t tu_entry_off(const char *path, uint32_t i);
+uint64_t tu_layout_off(const char *path, uint32_t j);
+uint64_t tu_component_off(const char *path, uint32_t k);
+/* Index of the table entry of (layer, expert), or UINT32_MAX. */
+uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert);
+
+/* ---- smoe__io tables -------------------------------------------------------- */
+
+/*
+ * A read-only, memory-backed file for smoe__vault_load: every path opens
+ * it. Faults: the fail_at-th pread (1-based) returns -fail_errno; reads
+ * return at most max_chunk bytes; every eintr_every-th pread returns -EINTR.
+ */
+typedef struct tu_mem {
+    unsigned char *data;
+    uint64_t size;
+    int fail_at, fail_errno;
+    size_t max_chunk;
+    int eintr_every;
+    uint64_t report_size; /* nonzero: size() reports this, not size */
+    int preads;     /* pread calls so far */
+    int open_fds;   /* opened and not yet closed */
+} tu_mem;
+
+/* The table for m (its user pointer is m). */
+smoe__io tu_mem_io(tu_mem *m);
+
+/*
+ * The OS table, except that the fail_at-th pwrite (1-based, counted from
+ * tu_fault_io()) fails with -EIO.
+ */
+typedef struct tu_fault {
+    int pwrite_fail_at;
+    int pwrites;
+} tu_fault;
+smoe__io tu_fault_io(tu_fault *f);
+
+#endif
