@@ -1039,9 +1039,22 @@ static void test_cli(void **state)
     struct stat st;
     assert_int_equal(stat(path("a.smoe"), &st), 0);
     assert_int_equal(stat(path("dense.bin"), &st), 0);
-    snprintf(cmd, sizeof cmd, "'%s' inspect --scout '%s' '%s' >/dev/null", tool,
+    snprintf(cmd, sizeof cmd, "'%s' inspect --json --scout '%s' '%s' | grep -q "
+             "'\"name\":\"model.embed_tokens.weight\"'", tool, path("dense.bin"),
+             path("a.smoe"));
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "'%s' verify --scout '%s' '%s' >/dev/null", tool,
              path("dense.bin"), path("a.smoe"));
     assert_int_equal(system(cmd), 0);
+    /* A damaged scout tensor fails verify. */
+    FILE *f = fopen(path("dense.bin"), "r+b");
+    assert_non_null(f);
+    fseek(f, -64, SEEK_END);
+    fputc(0xa5 ^ fgetc(f), f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' verify --scout '%s' '%s' >/dev/null 2>&1", tool,
+             path("dense.bin"), path("a.smoe"));
+    assert_int_not_equal(system(cmd), 0);
     unlink(path("a.smoe"));
     unlink(path("dense.bin"));
     fx_truncate(path("model.safetensors"), 100);

@@ -263,6 +263,11 @@ int pack_scout_load(const char *path, pack_scout *out);
 /* Check every tensor's hash against its bytes. @return 0 or SMOE_ECHECKSUM. */
 int pack_scout_check_data(const char *path, const pack_scout *sc);
 void pack_scout_free(pack_scout *sc);
+/*
+ * The scout file of a vault, when one exists beside it: the name its
+ * metadata key "scout" gives, else NAME.scout. malloc'd, or NULL.
+ */
+char *pack_scout_find(const char *vault_path, const char *meta_scout);
 
 /* ---- writing (pack_write.c) ------------------------------------------ */
 

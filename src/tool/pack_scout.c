@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -391,4 +392,27 @@ int pack_scout_check_data(const char *path, const pack_scout *sc)
     free(buf);
     io->close(io, fd);
     return rc;
+}
+
+char *pack_scout_find(const char *vault_path, const char *meta_scout)
+{
+    /* The name the vault's metadata gives, beside the vault. */
+    if (meta_scout && *meta_scout && !strchr(meta_scout, '/')) {
+        const char *slash = strrchr(vault_path, '/');
+        size_t dl = slash ? (size_t)(slash - vault_path + 1) : 0;
+        size_t n = dl + strlen(meta_scout) + 1;
+        char *p = malloc(n);
+        if (p) {
+            memcpy(p, vault_path, dl);
+            memcpy(p + dl, meta_scout, n - dl);
+            if (access(p, F_OK) == 0)
+                return p;
+            free(p);
+        }
+    }
+    char *p = pack_scout_path_for(vault_path);
+    if (p && access(p, F_OK) == 0)
+        return p;
+    free(p);
+    return NULL;
 }
