@@ -25,6 +25,19 @@
 #include "pack.h"
 
 #define COPY_CHUNK (8u << 20)
+/* Read-ahead: keep this many bytes of the reads to come advised to the
+ * kernel (POSIX_FADV_WILLNEED), in pieces of RA_PIECE, so the disk streams
+ * while the copy hashes and writes. */
+#define RA_WINDOW (64ull << 20)
+#define RA_PIECE (4ull << 20)
+
+/* Position in the sequence of source ranges the copy reads, in its order:
+ * the scout tensors, then every blob's slices (layer, expert, component). */
+typedef struct ra_cursor {
+    size_t scout;
+    uint32_t layer, expert, comp;
+    uint64_t done; /* bytes of the current range already advised */
+} ra_cursor;
 
 typedef struct wctx {
     const pack_source *s;
@@ -35,7 +48,82 @@ typedef struct wctx {
     pack_progress *pg;
     uint8_t *buf;          /* COPY_CHUNK bytes, or the largest blob */
     size_t cap;
+    ra_cursor ra;
+    uint64_t ra_issued, ra_consumed;
 } wctx;
+
+/* The range at cursor k: 1 and its place, or 0 past the end. */
+static int ra_range(const wctx *c, const ra_cursor *k, uint32_t *file, uint64_t *off,
+                    uint64_t *len)
+{
+    const pack_plan *p = c->p;
+    if (k->scout < p->n_scout) {
+        const pack_tensor *t = &c->s->tensors[p->scout[k->scout]];
+        *file = t->file;
+        *off = t->offset;
+        *len = t->nbytes;
+        return 1;
+    }
+    for (uint32_t l = k->layer; l < p->layers; l++) {
+        uint32_t id = p->layer_layout[l];
+        if (id == UINT32_MAX)
+            continue;
+        const pack_layout *lay = &p->layouts[id];
+        uint32_t e = l == k->layer ? k->expert : 0, comp = l == k->layer ? k->comp : 0;
+        if (e >= p->experts)
+            continue;
+        const pack_slice *sl = &p->slices[p->layer_slice0[l] + (size_t)e * lay->n + comp];
+        *file = sl->file;
+        *off = sl->offset;
+        *len = sl->nbytes;
+        return 1;
+    }
+    return 0;
+}
+
+static void ra_next(const wctx *c, ra_cursor *k)
+{
+    const pack_plan *p = c->p;
+    k->done = 0;
+    if (k->scout < p->n_scout) {
+        k->scout++;
+        return;
+    }
+    /* Move to the layer ra_range found, then one component on. */
+    while (k->layer < p->layers && p->layer_layout[k->layer] == UINT32_MAX)
+        k->layer++, k->expert = 0, k->comp = 0;
+    if (k->layer >= p->layers)
+        return;
+    if (++k->comp == p->layouts[p->layer_layout[k->layer]].n) {
+        k->comp = 0;
+        if (++k->expert == p->experts) {
+            k->expert = 0;
+            k->layer++;
+        }
+    }
+}
+
+static void read_ahead(wctx *c)
+{
+#if defined(POSIX_FADV_WILLNEED)
+    while (c->ra_issued < c->ra_consumed + RA_WINDOW) {
+        uint32_t f;
+        uint64_t off, len;
+        if (!ra_range(c, &c->ra, &f, &off, &len))
+            return;
+        uint64_t piece = len - c->ra.done < RA_PIECE ? len - c->ra.done : RA_PIECE;
+        if (piece)
+            posix_fadvise(c->fds[f], (off_t)(off + c->ra.done), (off_t)piece,
+                          POSIX_FADV_WILLNEED); /* a hint: failure only costs speed */
+        c->ra.done += piece;
+        c->ra_issued += piece;
+        if (c->ra.done == len)
+            ra_next(c, &c->ra);
+    }
+#else
+    (void)c;
+#endif
+}
 
 static int stopped(const wctx *c)
 {
@@ -44,10 +132,12 @@ static int stopped(const wctx *c)
     return 0;
 }
 
-static int read_src(const wctx *c, uint32_t file, void *buf, size_t n, uint64_t off,
+static int read_src(wctx *c, uint32_t file, void *buf, size_t n, uint64_t off,
                     const char *tensor)
 {
     int err = 0;
+    read_ahead(c);
+    c->ra_consumed += n;
     int rc = smoe__io_read_full(c->io, c->fds[file], buf, n, off, NULL, &err);
     if (rc == SMOE_ETRUNC)
         return smoe__fail(rc, "%s: tensor '%s': the file ends inside its bytes (it shrank "
