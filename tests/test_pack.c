@@ -457,7 +457,7 @@ static void test_stacked_fused(void **state)
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     assert_int_equal(fx_write_text(path("config.json"),
                                    "{\"model_type\": \"gpt_oss\", \"num_local_experts\": 4,"
-                                   " \"num_experts_per_tok\": 4}"),
+                                   " \"experts_per_token\": 4}"),
                      0);
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)

@@ -100,8 +100,14 @@ int pack_config_parse(const char *json, size_t n, const char *fname, pack_meta *
             break;
         }
     }
-    if (rc == 0)
-        rc = get_count(root, text, "num_experts_per_tok", fname, 65536, &m->top_k, NULL);
+    /* gpt-oss calls it experts_per_token. */
+    static const char *const topk_keys[] = {"num_experts_per_tok", "experts_per_token"};
+    for (size_t i = 0; rc == 0 && i < sizeof topk_keys / sizeof topk_keys[0]; i++) {
+        int found;
+        rc = get_count(root, text, topk_keys[i], fname, 65536, &m->top_k, &found);
+        if (found)
+            break;
+    }
 
     struct json_object *q = NULL;
     if (rc == 0 && json_object_object_get_ex(root, "quantization", &q) && q) {
