@@ -323,6 +323,17 @@ static void test_per_expert(void **state)
     (void)state;
     fx_model m = {0};
     write_qwen(&m);
+    /* Writing over the source is refused. */
+    pack_patterns ps;
+    assert_int_equal(pack_patterns_init(&ps), 0);
+    pack_opts o;
+    memset(&o, 0, sizeof o);
+    o.out = path("model.safetensors");
+    pack_result r;
+    assert_int_equal(pack_run(path("model.safetensors"), &ps, &o, &r), SMOE_EINVAL);
+    pack_patterns_free(&ps);
+    assert_no_output();
+
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());

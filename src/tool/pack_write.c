@@ -300,6 +300,19 @@ static int write_blobs(wctx *c, smoe_writer *w)
     return 0;
 }
 
+/* Refuse to write over one of the source files (the rename would replace it). */
+static int check_not_source(const pack_source *s, const char *out)
+{
+    struct stat o, f;
+    if (stat(out, &o) != 0)
+        return 0; /* does not exist yet */
+    for (uint32_t i = 0; i < s->n_files; i++)
+        if (stat(s->files[i].path, &f) == 0 && f.st_dev == o.st_dev && f.st_ino == o.st_ino)
+            return smoe__fail(SMOE_EINVAL, "%s is one of the source files; choose another "
+                              "output name", out);
+    return 0;
+}
+
 char *pack_scout_path_for(const char *vault_path)
 {
     size_t n = strlen(vault_path);
@@ -342,6 +355,8 @@ int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pac
         rc = smoe__fail(SMOE_EINVAL, "the scout file and the vault are both %s", o->out);
         goto out;
     }
+    if ((rc = check_not_source(s, o->out)) < 0 || (rc = check_not_source(s, scout_path)) < 0)
+        goto out;
 
     /* Buffer: a copy chunk, or the largest blob. */
     c.cap = COPY_CHUNK;
