@@ -40,7 +40,7 @@ void tu_blob_fill(void *buf, size_t n, uint64_t seed, uint32_t layer, uint32_t e
 /*
  * A plausible expert layout whose extent is at most max_bytes: bf16
  * "gate" [ffn, hidden], "up" [ffn, hidden], "down" [hidden, ffn] at
- * 256-byte alignment; or, below about 1 KiB, one u8 component "w".
+ * 256-byte alignment; or, below 544 bytes, one u8 component "w".
  * Fills comps (room for 3) and returns the component count.
  */
 uint32_t tu_layout(smoe_component comps[3], uint64_t max_bytes);
