@@ -29,6 +29,7 @@
 #include "pack.h"
 #include "pack_fixtures.h"
 #include "smoe/smoe.h"
+#include "testutil.h"
 #include "vault.h"
 
 /* ---- per-test directory ------------------------------------------------ */
@@ -1034,6 +1035,32 @@ static void test_interrupted(void **state)
     fx_free(&m);
 }
 
+/* A write that fails anywhere (scout or vault) fails the pack, leaving nothing. */
+static void test_write_faults(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    write_qwen(&m);
+    int failures = 0;
+    for (int at = 1; at < 1000; at++) {
+        tu_fault f = {at, 0};
+        smoe__io io = tu_fault_io(&f);
+        smoe__io_set(&io);
+        int rc = pack(path("model.safetensors"), NULL);
+        smoe__io_set(NULL);
+        if (rc == 0) {
+            check_pack(&m, QWEN, 3, 3, 4, 1);
+            break;
+        }
+        if (rc != SMOE_EIO)
+            fail_msg("write %d failing gave %s: %s", at, smoe_err_name(rc), smoe_last_error());
+        assert_no_output();
+        failures++;
+    }
+    assert_true(failures > 10); /* the scout's writes and the vault's were both hit */
+    fx_free(&m);
+}
+
 /* The command line: exit codes, --scout, no output on bad input. */
 static void test_cli(void **state)
 {
@@ -1099,6 +1126,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_parser_mutations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scout_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
