@@ -22,6 +22,11 @@ int smoe__trace_rec_open(smoe__trace_rec **out, const char *path, uint32_t layer
 void smoe__trace_rec_add(smoe__trace_rec *t, uint32_t layer, uint32_t expert);
 /* Flush what is buffered, stop and join the writer, close, free. NULL ok. */
 void smoe__trace_rec_close(smoe__trace_rec *t);
+/* As smoe__trace_rec_open with a buffer of cap records (a power of two);
+ * for tests, which need a small buffer to see records dropped. */
+int smoe__trace_rec_open_cap(smoe__trace_rec **out, const char *path, uint32_t layers,
+                             uint32_t experts, uint32_t top_k, const char *model,
+                             uint32_t cap);
 /* Records dropped because the buffer was full. */
 uint64_t smoe__trace_rec_dropped(const smoe__trace_rec *t);
 

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Install what is missing, build, generate a 1 GiB vault of random experts
+# and run the decode-loop demo on it.
+set -eu
+cd "$(dirname "$0")/.."
+. tests/deps.sh
+smoe_install_deps
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$jobs"
+mkdir -p out
+[ -f out/demo.smoe ] ||
+    build/src/tool/smoe gen --out out/demo.smoe --layers 16 --experts 64 --blob-bytes 1M --top-k 4
+build/examples/decode_loop out/demo.smoe --tokens 64 --requests 3

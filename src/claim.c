@@ -1,0 +1,229 @@
+/*
+ * claim.c - smoe_claim, smoe_claim_wait and smoe_release.
+ *
+ * A claim takes its reference with one CAS on the slot word that also
+ * checks the slot's key, generation and state, so no evictor can slip in
+ * between "it is READY" and "I hold a reference". claim never issues I/O;
+ * claim_wait spins briefly, then parks on the slot word's low 32 bits
+ * (futex/ulock) after setting WAITERS, which every publisher clears before
+ * waking; shutdown clears it too. No mutex, no condition variable.
+ */
+#include <limits.h>
+#include <sched.h>
+
+#include "error.h"
+#include "internal.h"
+#include "park.h"
+#include "prefetch.h"
+
+/* Pause iterations before parking: a 16 KiB-aligned read takes tens of
+ * microseconds at best, and on a machine with few cores a spinning claimer
+ * steals the CPU the workers need. */
+#define SMOE__CLAIM_SPINS 128
+/* Longest single park: a backstop, not a poll (every state change wakes). */
+#define SMOE__PARK_MAX_NS 100000000ull
+
+static int check_args(struct smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob,
+                      const char *fn)
+{
+    if (!s || !blob)
+        return smoe__fail(SMOE_EINVAL, "%s: NULL %s", fn, s ? "blob" : "stream");
+    blob->held = 0; /* a failed claim leaves a descriptor release refuses */
+    if (!smoe__vault_entry_of(&s->vault, layer, expert))
+        return smoe__fail(SMOE_ENOENT, "%s: no expert (layer %u, expert %u) in %s "
+                          "(%u layers x %u experts)", fn, layer, expert, s->vault.path,
+                          s->vault.layers, s->vault.experts);
+    return 0;
+}
+
+/*
+ * One claim attempt. On SMOE_EAGAIN with a slot known, *wait_slot and
+ * *wait_word tell claim_wait where to park (wait_slot UINT32_MAX: none).
+ */
+static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob,
+                      uint32_t *wait_slot, uint64_t *wait_word)
+{
+    const uint32_t key = layer * s->vault.experts + expert;
+    *wait_slot = UINT32_MAX;
+    /* acquire: pairs with the release store of the entry in load_new */
+    uint64_t me = atomic_load_explicit(&s->map[key], memory_order_acquire);
+    if (me == SMOE__MAP_NONE)
+        return SMOE_ENOTRESIDENT;
+    if (me == SMOE__MAP_PENDING)
+        return SMOE_EAGAIN;
+    const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
+    /* acquire: pairs with the release CAS that set the key (load_new) and
+     * with the worker's release CAS publishing READY/FAILED */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+    uint64_t nw;
+    for (;;) {
+        if (smoe__w_key(w) != key || smoe__w_gen(w) != gen)
+            return SMOE_ENOTRESIDENT; /* evicted since the map was read */
+        switch (smoe__w_state(w)) {
+        case SMOE__LOADING:
+            *wait_slot = v;
+            *wait_word = w;
+            return SMOE_EAGAIN;
+        case SMOE__FAILED:
+            /* relaxed: written before the publishing release CAS that our
+             * acquire load of the word synchronised with */
+            return atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+        case SMOE__READY:
+        case SMOE__CONSUMED:
+            break;
+        default:
+            return SMOE_ENOTRESIDENT;
+        }
+        if (smoe__w_refs(w) >= SMOE__W_REF_MAX)
+            return SMOE_EREFS;
+        nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_DEMAND)) | SMOE__CONSUMED) +
+             SMOE__W_REF_ONE;
+        /* acquire: pairs with the worker's release CAS publishing READY, so
+         * the blob's bytes are visible to us; failure reloads w */
+        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire))
+            break;
+    }
+    const smoe__vault_entry *e = &s->vault.index[key];
+    blob->data = smoe__slot_data(&s->ring, v);
+    blob->size = e->size;
+    blob->ring_offset = (uint64_t)v * s->ring.stride;
+    blob->layer = layer;
+    blob->expert = expert;
+    blob->layout = e->layout;
+    blob->slot = v;
+    blob->gen = gen;
+    blob->held = 1;
+    smoe__touch(s, v);
+    SMOE__COUNT(s, c_claims, 1);
+    if (smoe__w_state(w) == SMOE__CONSUMED) {
+        SMOE__COUNT(s, c_claim_hits, 1);
+        return SMOE_HIT;
+    }
+    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM))
+        SMOE__COUNT(s, c_spec_used, 1);
+    return SMOE_READY;
+}
+
+static int claim_error(struct smoe_stream *s, int r, uint32_t layer, uint32_t expert)
+{
+    if (r >= 0 || r == SMOE_EAGAIN || r == SMOE_ENOTRESIDENT)
+        return r; /* expected outcomes of a poll: no message */
+    return smoe__fail(r, "claim: (layer %u, expert %u) of %s: %s", layer, expert,
+                      s->vault.path, smoe_strerror(r));
+}
+
+SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob)
+{
+    int r = check_args(s, layer, expert, blob, "claim");
+    if (r < 0)
+        return r;
+    if (atomic_load(&s->stop))
+        return smoe__fail(SMOE_ESHUTDOWN, "claim: stream is shut down");
+    uint32_t ws;
+    uint64_t ww;
+    return claim_error(s, claim_once(s, layer, expert, blob, &ws, &ww), layer, expert);
+}
+
+/* Park on slot v until its word changes from w (or the timeout). */
+static void park_on_slot(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns)
+{
+    _Atomic uint64_t *word = &s->ring.word[v];
+    if (!(w & SMOE__W_WAITERS)) {
+        uint64_t nw = w | SMOE__W_WAITERS;
+        /* seq_cst: orders the WAITERS flag before our read of stop below,
+         * against shutdown's store of stop before it clears WAITERS */
+        if (!atomic_compare_exchange_strong(word, &w, nw))
+            return; /* the word moved: no need to sleep */
+        w = nw;
+    }
+    if (atomic_load(&s->stop))
+        return;
+    smoe__park_wait(smoe__low32(word), (uint32_t)w, ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
+}
+
+SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
+                             uint64_t timeout_ns, smoe_blob *blob)
+{
+    int r = check_args(s, layer, expert, blob, "claim_wait");
+    if (r < 0)
+        return r;
+    const uint32_t key = layer * s->vault.experts + expert;
+    uint64_t t0 = 0, now = 0;
+    int asked = 0;
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load(&s->stop)) {
+            r = smoe__fail(SMOE_ESHUTDOWN, "claim_wait: stream is shut down");
+            break;
+        }
+        uint32_t ws;
+        uint64_t ww;
+        r = claim_once(s, layer, expert, blob, &ws, &ww);
+        if (r != SMOE_EAGAIN && r != SMOE_ENOTRESIDENT)
+            break;
+        /* Not resident: ask for it. A speculative read in flight: ask once,
+         * which upgrades it to demand. */
+        if (r == SMOE_ENOTRESIDENT ||
+            (!asked && ws != UINT32_MAX && !(ww & SMOE__W_DEMAND))) {
+            int p = smoe__prefetch_key(s, key, 0);
+            asked = 1;
+            if (p < 0) {
+                r = p;
+                break;
+            }
+            if (p == SMOE_RESIDENT || p == SMOE_QUEUED)
+                continue;
+        }
+        now = smoe__now_ns();
+        if (t0 == 0) {
+            t0 = now;
+            SMOE__COUNT(s, c_claim_waits, 1);
+        } else if (timeout_ns != UINT64_MAX && now - t0 >= timeout_ns) {
+            r = smoe__fail(SMOE_ETIMEDOUT, "claim_wait: (layer %u, expert %u) not ready "
+                           "after %llu ns", layer, expert, (unsigned long long)timeout_ns);
+            break;
+        }
+        if (spins < SMOE__CLAIM_SPINS) {
+            smoe__cpu_relax();
+            continue;
+        }
+        if (ws == UINT32_MAX) {
+            sched_yield(); /* PENDING: another prefetch is picking its slot */
+            continue;
+        }
+        park_on_slot(s, ws, ww, timeout_ns == UINT64_MAX ? UINT64_MAX : timeout_ns - (now - t0));
+    }
+    if (t0)
+        SMOE__COUNT(s, c_claim_wait_ns, smoe__now_ns() - t0);
+    return claim_error(s, r, layer, expert);
+}
+
+SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob)
+{
+    if (!s || !blob)
+        return smoe__fail(SMOE_EINVAL, "release: NULL %s", s ? "blob" : "stream");
+    if (!blob->held || blob->slot >= s->ring.nslots)
+        return smoe__fail(SMOE_EINVAL, "release: the descriptor holds no reference "
+                          "(released already, or never claimed)");
+    const uint32_t v = blob->slot;
+    const uint32_t key = blob->layer * s->vault.experts + blob->expert;
+    /* relaxed: the CAS below re-checks; the release CAS is what orders */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    for (;;) {
+        if (smoe__w_gen(w) != blob->gen || smoe__w_key(w) != key ||
+            smoe__w_state(w) != SMOE__CONSUMED || smoe__w_refs(w) == 0)
+            return smoe__fail(SMOE_EINVAL, "release: slot %u does not hold a reference "
+                              "for (layer %u, expert %u)", v, blob->layer, blob->expert);
+        /* release: our reads of the blob happen before an evictor's
+         * acquire CAS that reuses the slot; relaxed on failure: retry */
+        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w - SMOE__W_REF_ONE,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+            break;
+    }
+    blob->held = 0;
+    smoe__touch(s, v);
+    SMOE__COUNT(s, c_releases, 1);
+    return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * evict.c - choosing the slot a new load goes into.
+ *
+ * Invariants:
+ *  - Lazy: called once per new load, picks one slot; nothing is ever
+ *    pruned in bulk.
+ *  - Never chosen: a slot with references (the host may be reading it), a
+ *    read in progress (STARTED), a slot pinned by a demand prefetch that
+ *    has not been claimed yet (DEMAND).
+ *  - Preference: EMPTY first; then, by class, FAILED; CONSUMED with no
+ *    references (retained); speculative READY never claimed; speculative
+ *    reads queued but not started (evicting one cancels it). Within the
+ *    best class the least recently used (smallest tick) wins.
+ *  - The pick is only a proposal: the caller takes the slot with one CAS
+ *    from the exact word seen here, and picks again if the word changed.
+ *  - Work is one pass over the dense word and tick arrays: O(slots), a few
+ *    microseconds for thousands of slots, against a read of milliseconds.
+ */
+#include "internal.h"
+
+/* Eviction class of a slot word: lower is evicted first, -1 never. */
+static int victim_class(uint64_t w, unsigned kind)
+{
+    if (smoe__w_refs(w) != 0 || (w & SMOE__W_DEMAND))
+        return -1;
+    switch (smoe__w_state(w)) {
+    case SMOE__FAILED:
+        return 0;
+    case SMOE__CONSUMED:
+        return 1;
+    case SMOE__READY:
+        return (w & SMOE__W_SPEC) ? 2 : -1; /* demand READY is pinned by DEMAND */
+    case SMOE__LOADING:
+        /* A queued speculative read may be cancelled, but only to make room
+         * for demand: speculation never cancels speculation. */
+        if ((w & SMOE__W_STARTED) || !(w & SMOE__W_SPEC) || kind != SMOE__PICK_DEMAND)
+            return -1;
+        return 3;
+    default:
+        return -1;
+    }
+}
+
+int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word)
+{
+    const uint32_t n = s->ring.nslots;
+    /* relaxed: only where to start looking; any value is correct */
+    uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
+    int best_class = 4;
+    uint64_t best_tick = UINT64_MAX, best_word = 0;
+    uint32_t best = UINT32_MAX;
+
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = start + i < n ? start + i : start + i - n;
+        /* acquire: pairs with the release CAS that last changed the word
+         * (release by a claimer, publish by a worker), so a slot we go on
+         * to take is seen with its readers done */
+        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+        if (smoe__w_state(w) == SMOE__EMPTY) {
+            /* relaxed: a hint for the next scan */
+            atomic_store_explicit(&s->empty_hint, v + 1, memory_order_relaxed);
+            *slot = v;
+            *word = w;
+            return 1;
+        }
+        int c = victim_class(w, kind);
+        if (c < 0 || c > best_class)
+            continue;
+        /* relaxed: ranking only (see smoe__touch) */
+        uint64_t t = atomic_load_explicit(&s->ring.tick[v], memory_order_relaxed);
+        if (c < best_class || t < best_tick) {
+            best_class = c;
+            best_tick = t;
+            best = v;
+            best_word = w;
+        }
+    }
+    if (best == UINT32_MAX)
+        return 0;
+    *slot = best;
+    *word = best_word;
+    return 1;
+}

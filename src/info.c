@@ -1,0 +1,97 @@
+/*
+ * info.c - read-only queries: ring region, vault shape, blob layouts,
+ * metadata; and the engine's busy flag.
+ */
+#include <string.h>
+
+#include "error.h"
+#include "internal.h"
+
+/* Copy a full-size local struct into the caller's, up to its struct_size. */
+static int copy_out(void *dst, const void *src, size_t full, const char *what)
+{
+    size_t want = *(const size_t *)dst;
+    if (want < sizeof(size_t) || want > 65536)
+        return smoe__fail(SMOE_EINVAL, "%s: struct_size %zu is not a size of the struct "
+                          "(this version's is %zu)", what, want, full);
+    size_t n = want < full ? want : full;
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
+           n - sizeof(size_t));
+    return 0;
+}
+
+SMOE_API int smoe_ring_region_get(smoe_stream *s, smoe_ring_region *r)
+{
+    if (!s || !r)
+        return smoe__fail(SMOE_EINVAL, "ring_region_get: NULL argument");
+    smoe_ring_region full = {sizeof full, s->ring.base, s->ring.len, s->ring.stride,
+                             s->ring.nslots, 0};
+    return copy_out(r, &full, sizeof full, "ring_region_get");
+}
+
+SMOE_API int smoe_vault_info_get(smoe_stream *s, smoe_vault_info *vi)
+{
+    if (!s || !vi)
+        return smoe__fail(SMOE_EINVAL, "vault_info_get: NULL argument");
+    const smoe__vault *v = &s->vault;
+    smoe_vault_info full = {sizeof full, v->layers, v->experts, v->n_layouts, v->top_k,
+                            v->max_padded, v->total_padded, v->file_size, v->vault_id};
+    return copy_out(vi, &full, sizeof full, "vault_info_get");
+}
+
+SMOE_API int smoe_layout_count(smoe_stream *s, uint32_t layout)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "layout_count: NULL stream");
+    if (layout >= s->vault.n_layouts)
+        return smoe__fail(SMOE_ENOENT, "layout_count: layout %u of %u", layout,
+                          s->vault.n_layouts);
+    return (int)s->vault.layouts[layout].n;
+}
+
+SMOE_API int smoe_layout_component(smoe_stream *s, uint32_t layout, uint32_t index,
+                                   smoe_component *out)
+{
+    int n = smoe_layout_count(s, layout);
+    if (n < 0)
+        return n;
+    if (!out || index >= (uint32_t)n)
+        return smoe__fail(out ? SMOE_ENOENT : SMOE_EINVAL,
+                          "layout_component: component %u of layout %u (%d components)",
+                          index, layout, n);
+    *out = s->vault.components[s->vault.layouts[layout].first + index];
+    return 0;
+}
+
+SMOE_API int smoe_layout_find(smoe_stream *s, uint32_t layout, const char *name,
+                              smoe_component *out)
+{
+    int n = smoe_layout_count(s, layout);
+    if (n < 0)
+        return n;
+    if (!name || !out)
+        return smoe__fail(SMOE_EINVAL, "layout_find: NULL argument");
+    const smoe_component *c = &s->vault.components[s->vault.layouts[layout].first];
+    for (int i = 0; i < n; i++)
+        if (!strncmp(c[i].name, name, sizeof c[i].name)) {
+            *out = c[i];
+            return 0;
+        }
+    return smoe__fail(SMOE_ENOENT, "layout_find: no component '%s' in layout %u", name,
+                      layout);
+}
+
+SMOE_API const char *smoe_meta_get(smoe_stream *s, const char *key)
+{
+    return s && key ? smoe__vault_meta(&s->vault, key) : NULL;
+}
+
+SMOE_API int smoe_set_busy(smoe_stream *s, int busy)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "set_busy: NULL stream");
+    /* seq_cst: the pre-warm thread re-checks busy right before each read it
+     * would issue; no weaker order is worth the reasoning here */
+    atomic_store(&s->busy, busy != 0);
+    return 0;
+}

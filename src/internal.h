@@ -1,0 +1,169 @@
+/*
+ * internal.h - the stream object shared by the library's subsystems.
+ *
+ * Hot path rule: smoe_prefetch, smoe_claim, smoe_release and the worker
+ * loop take no lock and allocate nothing. Their only system calls are the
+ * read itself and futex wake/wait on a parked worker or claimer (plus a
+ * sched_yield in the rare race of two prefetches of one expert at the same
+ * instant). Everything they touch is allocated in smoe_open.
+ */
+#ifndef SMOE_INTERNAL_H
+#define SMOE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "smoe/smoe.h"
+#include "io.h"
+#include "mpmc.h"
+#include "latency.h"
+#include "slot.h"
+#include "trace_rec.h"
+#include "vault.h"
+
+#define SMOE__ALIGN 16384u
+#define SMOE__DEFAULT_WORKERS 16u
+#define SMOE__DEFAULT_SLOTS 64u
+#define SMOE__DEFAULT_SPEC_PCT 25u
+#define SMOE__DEFAULT_CHUNK (1u << 20) /* see docs/benchmarks.md, chunked reads */
+#define SMOE__MAX_WORKERS 256u
+#define SMOE__MAX_SLOTS (1u << 20)
+
+/* Statistics counters: relaxed increments, no ordering with anything. */
+#define SMOE__COUNT(s, field, n) \
+    atomic_fetch_add_explicit(&(s)->field, (uint64_t)(n), memory_order_relaxed)
+
+typedef struct smoe__worker {
+    struct smoe_stream *s;
+    pthread_t thread;
+    int fd;
+    uint32_t id;
+    int started;
+} smoe__worker;
+
+/* The ring: one region, slot words and LRU ticks in dense arrays so a
+ * victim scan reads a few compact cache lines per 8 slots. */
+typedef struct smoe__ring {
+    uint8_t *base;       /* 16 KiB-aligned */
+    uint64_t len;        /* nslots * stride */
+    uint64_t stride;     /* multiple of 16 KiB */
+    uint32_t nslots;
+    void *map_addr;      /* what mmap returned (for munmap) */
+    uint64_t map_len;
+    int locked;
+    _Atomic uint64_t *word;  /* nslots: the packed slot words (slot.h) */
+    _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
+    _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
+    /* Chunked reads of the load in progress (worker.c): */
+    _Atomic uint64_t *chunk_next; /* nslots: gen << 32 | next chunk to hand out */
+    _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
+    _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
+} smoe__ring;
+
+struct smoe_stream {
+    smoe__vault vault;
+    const smoe__io *io;
+    smoe__ring ring;
+    _Atomic uint64_t *map;   /* layers * experts residency entries (slot.h) */
+    smoe__mpmc demand_q;
+    smoe__mpmc spec_q;
+    smoe__worker *workers;
+    smoe__trace_rec *trace;
+
+    /* resolved options */
+    uint32_t nworkers;
+    uint32_t flags;
+    int verify;
+    int io_mode;             /* SMOE_IO_DIRECT or SMOE_IO_BUFFERED */
+    uint32_t spec_cap;       /* speculative reads in flight, at most */
+    uint64_t chunk;          /* read chunk bytes, a multiple of 16 KiB */
+    smoe_log_fn log_fn;
+    void *log_user;
+
+    /* LRU clock: every use takes a fresh tick */
+    alignas(64) _Atomic uint64_t clock;
+    _Atomic uint32_t empty_hint; /* where the next victim scan starts */
+
+    /* worker parking: producers bump work_seq, idle workers wait on it */
+    alignas(64) _Atomic uint32_t work_seq;
+    _Atomic uint32_t idle;
+
+    alignas(64) atomic_int stop; /* smoe_shutdown called */
+    atomic_int busy;             /* smoe_set_busy: the engine is in a request */
+    _Atomic uint32_t spec_inflight;
+
+    /* counters written by prefetching threads */
+    alignas(64) _Atomic uint64_t c_prefetch_demand, c_prefetch_spec, c_hits, c_joins,
+        c_misses, c_spec_queued, c_spec_skipped, c_spec_upgraded, c_spec_cancelled,
+        c_spec_wasted_bytes, c_full, c_evictions, c_worker_wakes;
+    /* counters written by claiming threads */
+    alignas(64) _Atomic uint64_t c_claims, c_claim_hits, c_claim_waits, c_claim_wait_ns,
+        c_releases, c_spec_used;
+    /* counters written by workers */
+    alignas(64) _Atomic uint64_t c_reads_done, c_reads_failed, c_bytes_read,
+        c_worker_parks, c_chunks;
+    /* time from prefetch to READY, per load, by kind */
+    smoe__lat_hist lat_demand, lat_spec;
+};
+
+/* ring.c */
+int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock);
+void smoe__ring_free(smoe__ring *r);
+static inline uint8_t *smoe__slot_data(const smoe__ring *r, uint32_t slot)
+{
+    return r->base + (uint64_t)slot * r->stride;
+}
+
+/* A fresh LRU tick for slot v. */
+static inline void smoe__touch(struct smoe_stream *s, uint32_t v)
+{
+    /* relaxed: ticks only rank victims; a stale tick costs a worse choice,
+     * never a wrong one (the victim CAS re-checks the slot word) */
+    uint64_t t = atomic_fetch_add_explicit(&s->clock, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.tick[v], t, memory_order_relaxed);
+}
+
+/* Return a speculation budget unit (see prefetch.c). */
+static inline void smoe__spec_put(struct smoe_stream *s)
+{
+    /* relaxed: a budget count, no data depends on it */
+    atomic_fetch_sub_explicit(&s->spec_inflight, 1, memory_order_relaxed);
+}
+
+/* evict.c: choose a slot for a new load; see the invariants there. */
+enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
+int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word);
+
+/* Chunks of a blob of `padded` bytes. */
+static inline uint32_t smoe__chunks(const struct smoe_stream *s, uint64_t padded)
+{
+    return (uint32_t)((padded + s->chunk - 1) / s->chunk);
+}
+
+/* worker.c */
+/*
+ * Arm slot v (just CASed to LOADING with generation gen, key key) for a
+ * new read and queue one token per chunk on the demand or the speculative
+ * queue, waking that many parked workers.
+ */
+void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                      int demand);
+/* Queue n more tokens for the load in slot v (a demand upgrade). */
+void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand);
+int smoe__workers_start(struct smoe_stream *s);
+void smoe__workers_join(struct smoe_stream *s);
+/* Tell parked workers there is work (after a push). */
+void smoe__workers_notify(struct smoe_stream *s, int n);
+/* Publish a LOADING slot as READY (err 0) or FAILED(err). */
+void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err);
+
+/* Log through the user's callback, if any. */
+void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#endif

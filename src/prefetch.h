@@ -1,0 +1,16 @@
+/* prefetch.h - the prefetch path, shared with claim_wait and pre-warm. */
+#ifndef SMOE_PREFETCH_H
+#define SMOE_PREFETCH_H
+
+#include <stdint.h>
+
+struct smoe_stream;
+
+/*
+ * Prefetch expert `key` (layer * experts + expert, already validated).
+ * kflags: 0 for demand, SMOE__W_SPEC for speculative, SMOE__W_SPEC |
+ * SMOE__W_PREWARM for pre-warm. Returns as smoe_prefetch.
+ */
+int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags);
+
+#endif

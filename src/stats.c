@@ -1,0 +1,73 @@
+/* stats.c - smoe_get_stats: a near-instant snapshot of the counters. */
+#include <string.h>
+
+#include "error.h"
+#include "internal.h"
+
+/* relaxed: statistics only, no ordering with anything */
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
+{
+    if (!s || !st)
+        return smoe__fail(SMOE_EINVAL, "get_stats: NULL argument");
+    size_t want = st->struct_size;
+    if (want < sizeof(size_t) || want > 65536)
+        return smoe__fail(SMOE_EINVAL, "get_stats: struct_size %zu is not a size of "
+                          "smoe_stats (this version's is %zu)", want, sizeof *st);
+    smoe_stats f;
+    memset(&f, 0, sizeof f);
+    f.struct_size = sizeof f;
+    f.prefetch_demand = LOAD(s->c_prefetch_demand);
+    f.prefetch_spec = LOAD(s->c_prefetch_spec);
+    f.hits = LOAD(s->c_hits);
+    f.joins = LOAD(s->c_joins);
+    f.misses = LOAD(s->c_misses);
+    f.spec_queued = LOAD(s->c_spec_queued);
+    f.spec_skipped = LOAD(s->c_spec_skipped);
+    f.spec_upgraded = LOAD(s->c_spec_upgraded);
+    f.spec_cancelled = LOAD(s->c_spec_cancelled);
+    f.spec_used = LOAD(s->c_spec_used);
+    f.spec_wasted_bytes = LOAD(s->c_spec_wasted_bytes);
+    f.full = LOAD(s->c_full);
+    f.reads_done = LOAD(s->c_reads_done);
+    f.reads_failed = LOAD(s->c_reads_failed);
+    f.bytes_read = LOAD(s->c_bytes_read);
+    f.evictions = LOAD(s->c_evictions);
+    f.claims = LOAD(s->c_claims);
+    f.claim_hits = LOAD(s->c_claim_hits);
+    f.claim_waits = LOAD(s->c_claim_waits);
+    f.claim_wait_ns = LOAD(s->c_claim_wait_ns);
+    f.releases = LOAD(s->c_releases);
+    f.slots = s->ring.nslots;
+    f.slot_bytes = s->ring.stride;
+    f.ring_bytes = s->ring.len;
+    for (uint32_t v = 0; v < s->ring.nslots; v++) {
+        uint64_t w = LOAD(s->ring.word[v]);
+        if (smoe__w_refs(w))
+            f.slots_referenced++;
+        switch (smoe__w_state(w)) {
+        case SMOE__EMPTY: f.slots_empty++; break;
+        case SMOE__LOADING: f.slots_loading++; break;
+        case SMOE__READY: f.slots_ready++; break;
+        case SMOE__CONSUMED: f.slots_retained += smoe__w_refs(w) == 0; break;
+        case SMOE__FAILED: f.slots_failed++; break;
+        default: break;
+        }
+    }
+    f.io_mode = (uint64_t)s->io_mode;
+    f.verify = (uint64_t)s->verify;
+    f.workers = s->nworkers;
+    f.worker_parks = LOAD(s->c_worker_parks);
+    f.worker_wakes = LOAD(s->c_worker_wakes);
+    f.chunk_bytes = s->chunk;
+    f.chunks_read = LOAD(s->c_chunks);
+    f.ready_demand_p50_ns = smoe__lat_quantile(&s->lat_demand, 0.50, &f.ready_demand);
+    f.ready_demand_p99_ns = smoe__lat_quantile(&s->lat_demand, 0.99, NULL);
+    f.ready_spec_p50_ns = smoe__lat_quantile(&s->lat_spec, 0.50, &f.ready_spec);
+    f.ready_spec_p99_ns = smoe__lat_quantile(&s->lat_spec, 0.99, NULL);
+    size_t n = want < sizeof f ? want : sizeof f;
+    memcpy((char *)st + sizeof(size_t), (const char *)&f + sizeof(size_t),
+           n - sizeof(size_t));
+    return 0;
+}

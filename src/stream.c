@@ -1,0 +1,303 @@
+/*
+ * stream.c - smoe_open, smoe_shutdown, smoe_close: everything the hot path
+ * will touch is allocated and faulted in here, so prefetch, claim, release
+ * and the workers never allocate.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dio.h"
+#include "error.h"
+#include "internal.h"
+#include "park.h"
+
+SMOE_API void smoe_open_opts_init(smoe_open_opts *opts)
+{
+    if (opts) {
+        const smoe_open_opts d = SMOE_OPEN_OPTS_INIT;
+        *opts = d;
+    }
+}
+
+void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...)
+{
+    if (!s->log_fn)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->log_fn(s->log_user, level, msg);
+}
+
+/*
+ * Copy the caller's options: only the bytes it supplied (struct_size),
+ * defaults for the rest. A larger struct from a newer header is accepted
+ * when the fields this version does not know are zero.
+ */
+static int read_opts(const smoe_open_opts *in, smoe_open_opts *o)
+{
+    smoe_open_opts_init(o);
+    if (!in)
+        return 0;
+    if (in->struct_size < offsetof(smoe_open_opts, workers) + sizeof in->workers ||
+        in->struct_size > 65536)
+        return smoe__fail(SMOE_EINVAL, "open: opts.struct_size %zu is not a size of "
+                          "smoe_open_opts (this version's is %zu)", in->struct_size,
+                          sizeof *o);
+    size_t n = in->struct_size < sizeof *o ? in->struct_size : sizeof *o;
+    memcpy(o, in, n);
+    o->struct_size = sizeof *o;
+    for (size_t i = sizeof *o; i < in->struct_size; i++)
+        if (((const unsigned char *)in)[i])
+            return smoe__fail(SMOE_ENOTSUP, "open: opts has a nonzero field at byte %zu, "
+                              "unknown to libsmoe_stream %s", i, SMOE_VERSION_STRING);
+    return 0;
+}
+
+static int check_opts(const smoe_open_opts *o)
+{
+    const unsigned known = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_BUFFERED | SMOE_OPEN_MLOCK |
+                           SMOE_OPEN_FORCE_CLOSE | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+    if (o->flags & ~known)
+        return smoe__fail(SMOE_EINVAL, "open: opts.flags has unknown bits 0x%x",
+                          o->flags & ~known);
+    if (o->workers > SMOE__MAX_WORKERS)
+        return smoe__fail(SMOE_EINVAL, "open: opts.workers %u is over the maximum %u",
+                          o->workers, SMOE__MAX_WORKERS);
+    if (o->ring_slots > SMOE__MAX_SLOTS)
+        return smoe__fail(SMOE_EINVAL, "open: opts.ring_slots %u is over the maximum %u",
+                          o->ring_slots, SMOE__MAX_SLOTS);
+    if (o->verify > SMOE_VERIFY_OFF)
+        return smoe__fail(SMOE_EINVAL, "open: opts.verify %u is not a SMOE_VERIFY_* value",
+                          o->verify);
+    if (o->spec_share_pct > 100)
+        return smoe__fail(SMOE_EINVAL, "open: opts.spec_share_pct %u is over 100",
+                          o->spec_share_pct);
+    if (o->eviction > SMOE_EVICT_LRU)
+        return smoe__fail(SMOE_EINVAL, "open: opts.eviction %u is not a SMOE_EVICT_* value",
+                          o->eviction);
+    if (o->chunk_bytes % SMOE__ALIGN)
+        return smoe__fail(SMOE_EINVAL, "open: opts.chunk_bytes %u is not a multiple of %u",
+                          o->chunk_bytes, SMOE__ALIGN);
+    if (o->reserved0_)
+        return smoe__fail(SMOE_EINVAL, "open: opts.reserved0_ must be 0");
+    return 0;
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static void close_fds(struct smoe_stream *s)
+{
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        if (s->workers[i].fd >= 0)
+            s->io->close(s->io, s->workers[i].fd);
+        s->workers[i].fd = -1;
+    }
+}
+
+/* Open one descriptor per worker, direct unless refused and allowed. */
+static int open_fds(struct smoe_stream *s)
+{
+    const char *path = s->vault.path;
+    int direct = !(s->flags & SMOE_OPEN_BUFFERED);
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        int fd = s->io->open(s->io, path, SMOE__IO_RDONLY | (direct ? SMOE__IO_DIRECT : 0));
+        if (fd == -EINVAL && direct && i == 0) {
+            if (!(s->flags & SMOE_OPEN_ALLOW_BUFFERED))
+                return smoe__fail(SMOE_EDIRECTIO, "open: %s: the file system refuses "
+                                  "direct I/O (O_DIRECT: EINVAL); set "
+                                  "SMOE_OPEN_ALLOW_BUFFERED to fall back to buffered reads",
+                                  path);
+            direct = 0;
+            i--;
+            continue;
+        }
+        if (fd < 0)
+            return smoe__fail(SMOE_ESYS, "open: %s: %s", path, strerror(-fd));
+        s->workers[i].fd = fd;
+        if (i == 0 && direct) {
+            uint32_t mem_align, off_align;
+            if (smoe__dio_align(fd, &mem_align, &off_align) == 0 &&
+                (mem_align > SMOE__ALIGN || off_align > SMOE__ALIGN))
+                return smoe__fail(SMOE_EDIRECTIO, "open: %s: direct I/O needs %u-byte "
+                                  "buffers and %u-byte offsets, over the vault's %u", path,
+                                  mem_align, off_align, SMOE__ALIGN);
+            /* Some file systems accept O_DIRECT at open and refuse the
+             * first read: probe one aligned block into slot 0. */
+            ssize_t r = s->io->pread(s->io, fd, s->ring.base, SMOE__ALIGN, 0);
+            if (r == -EINVAL) {
+                s->io->close(s->io, fd);
+                s->workers[0].fd = -1;
+                if (!(s->flags & SMOE_OPEN_ALLOW_BUFFERED))
+                    return smoe__fail(SMOE_EDIRECTIO, "open: %s: the file system refuses "
+                                      "direct reads (EINVAL); set SMOE_OPEN_ALLOW_BUFFERED "
+                                      "to fall back to buffered reads", path);
+                direct = 0;
+                i--;
+                continue;
+            }
+        }
+    }
+    s->io_mode = direct ? SMOE_IO_DIRECT : SMOE_IO_BUFFERED;
+#if defined(POSIX_FADV_DONTNEED)
+    /* The loader read the header and tables through the page cache; with
+     * direct reads nothing else of the vault should stay there. */
+    if (direct)
+        posix_fadvise(s->workers[0].fd, 0, 0, POSIX_FADV_DONTNEED);
+#endif
+    return 0;
+}
+
+static void stream_free(struct smoe_stream *s)
+{
+    if (s->workers) {
+        smoe__workers_join(s);
+        close_fds(s);
+    }
+    smoe__trace_rec_close(s->trace);
+    smoe__mpmc_free(&s->demand_q);
+    smoe__mpmc_free(&s->spec_q);
+    free(s->workers);
+    free(s->map);
+    smoe__ring_free(&s->ring);
+    smoe__vault_free(&s->vault);
+    free(s);
+}
+
+SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_stream **out)
+{
+    if (!out)
+        return smoe__fail(SMOE_EINVAL, "open: NULL out");
+    *out = NULL;
+    if (!vault_path)
+        return smoe__fail(SMOE_EINVAL, "open: NULL vault path");
+    smoe_open_opts o;
+    int r = read_opts(opts, &o);
+    if (r < 0 || (r = check_opts(&o)) < 0)
+        return r;
+
+    struct smoe_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+    s->io = smoe__io_get();
+    s->flags = o.flags;
+    s->log_fn = o.log_fn;
+    s->log_user = o.log_user;
+    s->nworkers = o.workers ? o.workers : SMOE__DEFAULT_WORKERS;
+    s->verify = o.verify != SMOE_VERIFY_OFF;
+    if ((r = smoe__vault_load(&s->vault, vault_path, s->io)) < 0)
+        goto fail;
+
+    /* Slot size: the largest padded blob, or the caller's, 16 KiB-rounded. */
+    uint64_t stride = round_up(s->vault.max_padded, SMOE__ALIGN);
+    if (o.slot_bytes) {
+        if (o.slot_bytes < s->vault.max_padded) {
+            r = smoe__fail(SMOE_ESLOTSIZE, "open: slot size %llu bytes is smaller than "
+                           "the largest blob of %s, %llu bytes",
+                           (unsigned long long)o.slot_bytes, vault_path,
+                           (unsigned long long)s->vault.max_padded);
+            goto fail;
+        }
+        stride = round_up(o.slot_bytes, SMOE__ALIGN);
+    }
+    uint32_t nslots = o.ring_slots ? o.ring_slots : SMOE__DEFAULT_SLOTS;
+    if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o.flags & SMOE_OPEN_MLOCK))) < 0)
+        goto fail;
+    uint32_t pct = o.spec_share_pct ? o.spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
+    s->spec_cap = (uint32_t)((uint64_t)nslots * pct / 100);
+
+    s->chunk = o.chunk_bytes ? o.chunk_bytes : SMOE__DEFAULT_CHUNK;
+    if (s->chunk > stride)
+        s->chunk = stride; /* a blob never needs more than one slot's worth */
+
+    size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
+    s->map = calloc(nkeys, sizeof *s->map);
+    s->workers = calloc(s->nworkers, sizeof *s->workers);
+    /* Tokens in a queue: at most one per chunk of each LOADING slot, one
+     * more per chunk when a speculative load is upgraded, and stale tokens
+     * of loads cancelled since (each cancellation needs a demand load, so
+     * at most one slot's worth each). 4 per chunk of every slot (+ workers)
+     * covers them with room to spare. */
+    size_t qcap = (size_t)nslots * smoe__chunks(s, s->vault.max_padded) * 4 + s->nworkers;
+    if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
+        smoe__mpmc_init(&s->spec_q, qcap)) {
+        r = smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
+        goto fail;
+    }
+    for (size_t i = 0; i < nkeys; i++)
+        atomic_init(&s->map[i], SMOE__MAP_NONE);
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        s->workers[i].s = s;
+        s->workers[i].id = i;
+        s->workers[i].fd = -1;
+    }
+    if ((r = open_fds(s)) < 0)
+        goto fail;
+
+    const char *trace_path = o.trace_path ? o.trace_path : getenv("SMOE_TRACE");
+    if (trace_path && *trace_path &&
+        (r = smoe__trace_rec_open(&s->trace, trace_path, s->vault.layers, s->vault.experts,
+                                  s->vault.top_k, smoe__vault_meta(&s->vault, "model"))) < 0)
+        goto fail;
+    if ((r = smoe__workers_start(s)) < 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    {
+        /* Keep the first failure's message through the cleanup. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", smoe_last_error());
+        stream_free(s);
+        smoe__fail(r, "%s", msg);
+    }
+    return r;
+}
+
+SMOE_API int smoe_shutdown(smoe_stream *s)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "shutdown: NULL stream");
+    atomic_store(&s->stop, 1);
+    /* Workers: a new work_seq makes any parked or parking worker return. */
+    atomic_fetch_add(&s->work_seq, 1);
+    smoe__park_wake(&s->work_seq, INT_MAX);
+    /* Claimers: clearing WAITERS changes the word they sleep on, so one
+     * that is about to sleep cannot miss this; seq_cst pairs with the
+     * claimer's CAS setting WAITERS before it reads stop. */
+    for (uint32_t v = 0; v < s->ring.nslots; v++) {
+        uint64_t w = atomic_fetch_and(&s->ring.word[v], ~SMOE__W_WAITERS);
+        if (w & SMOE__W_WAITERS)
+            smoe__park_wake(smoe__low32(&s->ring.word[v]), INT_MAX);
+    }
+    return 0;
+}
+
+SMOE_API int smoe_close(smoe_stream *s)
+{
+    if (!s)
+        return 0;
+    if (!(s->flags & SMOE_OPEN_FORCE_CLOSE)) {
+        uint64_t held = 0;
+        for (uint32_t v = 0; v < s->ring.nslots; v++)
+            held += smoe__w_refs(atomic_load(&s->ring.word[v]));
+        if (held)
+            return smoe__fail(SMOE_EBUSY, "close: %llu references are still held; release "
+                              "them first (or open with SMOE_OPEN_FORCE_CLOSE)",
+                              (unsigned long long)held);
+    }
+    smoe_shutdown(s);
+    stream_free(s);
+    return 0;
+}

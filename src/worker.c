@@ -1,0 +1,249 @@
+/*
+ * worker.c - the streamer's I/O threads.
+ *
+ * Each worker owns one descriptor (direct I/O is serialised per
+ * descriptor on some systems; one each gives the drive its full queue
+ * depth). A blob is read in chunks: arming a load queues one token per
+ * chunk, so a demand blob spreads over every idle worker at once. Loop:
+ * pop a token from the demand queue, and only when it is empty from the
+ * speculative one, so demand waits at most one chunk of lower-priority
+ * work per worker; mark the slot STARTED (which also drops tokens of a
+ * cancelled or stale load); take the next chunk of the load (a CAS on the
+ * slot's chunk_next, tagged with the generation, so each chunk is read
+ * exactly once whatever the number of tokens); read it; count it down.
+ * The worker that lands the last chunk verifies the blob if asked and
+ * publishes READY or FAILED with a release CAS.
+ *
+ * Parking: an idle worker registers in `idle`, reads work_seq, checks the
+ * queues once more and futex-waits on work_seq. A producer pushes, bumps
+ * work_seq and wakes one worker if any is idle. Both sides use seq_cst on
+ * idle and work_seq, so either the producer sees the idle count or the
+ * worker sees the new work_seq (and the kernel refuses to sleep on a
+ * stale value): no lost wake-up, no mutex, no condition variable.
+ */
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "internal.h"
+#include "park.h"
+
+void smoe__workers_notify(struct smoe_stream *s, int n)
+{
+    atomic_fetch_add(&s->work_seq, 1);
+    if (atomic_load(&s->idle) > 0) {
+        smoe__park_wake(&s->work_seq, n);
+        SMOE__COUNT(s, c_worker_wakes, 1);
+    }
+}
+
+void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
+{
+    _Atomic uint64_t *word = &s->ring.word[v];
+    if (err)
+        /* relaxed: published by the release CAS below; claimers read it
+         * after their acquire load of the word */
+        atomic_store_explicit(&s->ring.err[v], err, memory_order_relaxed);
+    /* relaxed: the CAS below re-checks */
+    uint64_t w = atomic_load_explicit(word, memory_order_relaxed), nw;
+    do {
+        nw = (w & ~(SMOE__W_STATE_MASK | SMOE__W_STARTED | SMOE__W_WAITERS)) |
+             (err ? SMOE__FAILED : SMOE__READY);
+        /* release: pairs with the claimer's acquire load/CAS of the word,
+         * making the bytes we read (or the error) visible with READY */
+    } while (!atomic_compare_exchange_weak_explicit(word, &w, nw, memory_order_release,
+                                                    memory_order_relaxed));
+    if ((w & SMOE__W_SPEC) && !(w & (SMOE__W_DEMAND | SMOE__W_PREWARM)))
+        smoe__spec_put(s);
+    smoe__touch(s, v); /* freshly loaded: a fresh tick */
+    if (w & SMOE__W_WAITERS)
+        smoe__park_wake(smoe__low32(word), INT_MAX);
+}
+
+void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand)
+{
+    smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
+    const smoe__req rq = {v, gen};
+    for (uint32_t i = 0; i < n; i++) {
+        /* Cannot fail with the capacity smoe_open gives the queues (4 tokens
+         * per chunk of every slot); should it, wait for a worker to make
+         * room rather than strand a chunk. */
+        while (!smoe__mpmc_push(q, rq)) {
+            if (atomic_load(&s->stop))
+                return;
+            sched_yield();
+        }
+    }
+    smoe__workers_notify(s, (int)n);
+}
+
+void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                      int demand)
+{
+    const uint32_t n = smoe__chunks(s, s->vault.index[key].padded);
+    /* relaxed: published by the release store of chunk_next below */
+    atomic_store_explicit(&s->ring.err[v], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.chunk_left[v], n, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
+    /* release: pairs with the worker's acquire CAS on chunk_next, so a
+     * worker that takes a chunk of this load sees the count above, also
+     * when it holds a token of an earlier attempt of the same generation */
+    atomic_store_explicit(&s->ring.chunk_next[v], (uint64_t)gen << 32, memory_order_release);
+    /* Armed: drop the STARTED the reservation set, so that a queued
+     * speculative read can be cancelled until a worker takes a chunk.
+     * Nobody else can move the slot meanwhile: it is not cancellable, and
+     * no worker can take a chunk before the arming above. */
+    /* relaxed: the CAS below re-checks */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    while (smoe__w_gen(w) == gen && smoe__w_state(w) == SMOE__LOADING &&
+           (w & SMOE__W_STARTED) &&
+           /* release: the arming above happens before a cancel reuses the
+            * slot (the evictor's acq_rel CAS reads this word) */
+           !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w & ~SMOE__W_STARTED,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+    smoe__load_tokens(s, v, gen, n, demand);
+}
+
+/* The last chunk landed: verify, record the latency, publish. */
+static void load_done(struct smoe_stream *s, uint32_t v, const smoe__vault_entry *e)
+{
+    /* relaxed: ordered by the acq_rel countdown the caller just won */
+    int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+    if (err == 0 && s->verify &&
+        smoe__hash(smoe__slot_data(&s->ring, v), e->size) != e->hash)
+        err = SMOE_ECHECKSUM;
+    SMOE__COUNT(s, c_reads_done, 1);
+    if (err)
+        SMOE__COUNT(s, c_reads_failed, 1);
+    /* relaxed: latency statistics only */
+    uint64_t t0 = atomic_load_explicit(&s->ring.t_queued[v], memory_order_relaxed);
+    /* relaxed: the flags only classify the latency */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    smoe__lat_add((w & SMOE__W_SPEC) && !(w & SMOE__W_DEMAND) ? &s->lat_spec : &s->lat_demand,
+                  smoe__now_ns() - t0);
+    smoe__slot_publish(s, v, err);
+}
+
+static void run_request(smoe__worker *wk, smoe__req rq)
+{
+    struct smoe_stream *s = wk->s;
+    _Atomic uint64_t *word = &s->ring.word[rq.slot];
+    /* acquire: pairs with the release CAS that armed this load, and
+     * through it with the release of the slot's last reader */
+    uint64_t w = atomic_load_explicit(word, memory_order_acquire);
+    for (;;) {
+        if (smoe__w_state(w) != SMOE__LOADING || smoe__w_gen(w) != rq.gen)
+            return; /* cancelled, evicted, done, or stale */
+        if (w & SMOE__W_STARTED)
+            break;
+        /* acquire: as above; STARTED makes the load uncancellable */
+        if (atomic_compare_exchange_weak_explicit(word, &w, w | SMOE__W_STARTED,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire))
+            break;
+    }
+    const smoe__vault_entry *e = &s->vault.index[smoe__w_key(w)];
+    const uint32_t n = smoe__chunks(s, e->padded);
+    /* acquire: pairs with the release store arming the load */
+    uint64_t c = atomic_load_explicit(&s->ring.chunk_next[rq.slot], memory_order_acquire);
+    do {
+        if ((c >> 32) != rq.gen || (uint32_t)c >= n)
+            return; /* every chunk of this load is taken */
+        /* acquire: as the load above */
+    } while (!atomic_compare_exchange_weak_explicit(&s->ring.chunk_next[rq.slot], &c, c + 1,
+                                                    memory_order_acquire,
+                                                    memory_order_acquire));
+    const uint64_t off = (uint64_t)(uint32_t)c * s->chunk;
+    const uint64_t len = e->padded - off < s->chunk ? e->padded - off : s->chunk;
+    int eno = 0;
+    int err = smoe__io_read_full(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
+                                 (size_t)len, e->offset + off, &s->stop, &eno);
+    SMOE__COUNT(s, c_chunks, 1);
+    if (err) {
+        int none = 0;
+        /* relaxed: published by the acq_rel countdown below; first error wins */
+        atomic_compare_exchange_strong_explicit(&s->ring.err[rq.slot], &none, err,
+                                                memory_order_relaxed, memory_order_relaxed);
+    } else {
+        SMOE__COUNT(s, c_bytes_read, len);
+    }
+    /* acq_rel: release our chunk's bytes and error; the last one acquires
+     * every other chunk's before verifying and publishing */
+    if (atomic_fetch_sub_explicit(&s->ring.chunk_left[rq.slot], 1, memory_order_acq_rel) == 1)
+        load_done(s, rq.slot, e);
+}
+
+static int pop_request(struct smoe_stream *s, smoe__req *rq)
+{
+    /* Demand first, always; speculation only when demand is empty. */
+    return smoe__mpmc_pop(&s->demand_q, rq) || smoe__mpmc_pop(&s->spec_q, rq);
+}
+
+static void set_thread_name(uint32_t id)
+{
+    char name[16];
+    snprintf(name, sizeof name, "smoe-io-%u", id);
+#if defined(__APPLE__)
+    pthread_setname_np(name);
+#elif defined(__linux__)
+    pthread_setname_np(pthread_self(), name);
+#else
+    (void)name;
+#endif
+}
+
+static void *worker_main(void *arg)
+{
+    smoe__worker *wk = arg;
+    struct smoe_stream *s = wk->s;
+    smoe__req rq;
+    set_thread_name(wk->id);
+    while (!atomic_load(&s->stop)) {
+        if (pop_request(s, &rq)) {
+            run_request(wk, rq);
+            continue;
+        }
+        atomic_fetch_add(&s->idle, 1);
+        uint32_t seq = atomic_load(&s->work_seq);
+        if (pop_request(s, &rq)) {
+            atomic_fetch_sub(&s->idle, 1);
+            run_request(wk, rq);
+            continue;
+        }
+        if (!atomic_load(&s->stop)) {
+            SMOE__COUNT(s, c_worker_parks, 1);
+            smoe__park_wait(&s->work_seq, seq, UINT64_MAX);
+        }
+        atomic_fetch_sub(&s->idle, 1);
+    }
+    return NULL;
+}
+
+int smoe__workers_start(struct smoe_stream *s)
+{
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        smoe__worker *wk = &s->workers[i];
+        int e = pthread_create(&wk->thread, NULL, worker_main, wk);
+        if (e)
+            return smoe__fail(SMOE_ESYS, "open: cannot start worker %u of %u: %s", i,
+                              s->nworkers, strerror(e));
+        wk->started = 1;
+    }
+    return 0;
+}
+
+void smoe__workers_join(struct smoe_stream *s)
+{
+    atomic_store(&s->stop, 1);
+    atomic_fetch_add(&s->work_seq, 1);
+    smoe__park_wake(&s->work_seq, INT_MAX);
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        if (s->workers[i].started) {
+            pthread_join(s->workers[i].thread, NULL);
+            s->workers[i].started = 0;
+        }
+    }
+}

@@ -1,0 +1,153 @@
+/*
+ * bench_core.c - micro-benchmarks of the streamer's hot path (not a test:
+ * it asserts nothing, it measures). Prints:
+ *  - CPU time used by a stream with N parked workers over a quiet interval;
+ *  - wake-up latency: from the smoe_prefetch call to the parked worker's
+ *    read starting (an instrumented smoe__io table timestamps the pread);
+ *  - claim latency on a hit, claim+release, and prefetch+claim+release
+ *    round trips on a retained expert (median over batches).
+ *
+ * Usage: bench_core [workers] [seconds-idle]
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "park.h"
+#include "smoe/smoe.h"
+#include "testutil.h"
+
+static _Atomic uint64_t pread_t; /* time of the latest pread */
+
+static ssize_t timed_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off)
+{
+    (void)io;
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&pread_t, &zero, smoe__now_ns());
+    return smoe__io_os.pread(&smoe__io_os, fd, buf, n, off);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void pct(const char *what, uint64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    printf("%-34s p50 %8.0f ns   p90 %8.0f ns   p99 %8.0f ns   (n=%zu)\n", what,
+           (double)v[n / 2], (double)v[n * 9 / 10], (double)v[n * 99 / 100], n);
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t workers = argc > 1 ? (uint32_t)atoi(argv[1]) : 16;
+    double idle_s = argc > 2 ? atof(argv[2]) : 3.0;
+    char *dir = tu_tmpdir(), *path = tu_path(dir, "bench.smoe");
+    const uint32_t E = 256;
+    if (tu_make_vault(path, 1, E, 16384, 16384, 3) != 0) {
+        fprintf(stderr, "bench_core: cannot write %s\n", path);
+        return 1;
+    }
+    smoe__io io = smoe__io_os;
+    io.pread = timed_pread;
+    smoe__io_set(&io);
+
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = workers;
+    o.ring_slots = E;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s;
+    int r = smoe_open(path, &o, &s);
+    if (r < 0) {
+        fprintf(stderr, "bench_core: %s\n", smoe_last_error());
+        return 1;
+    }
+    smoe_stats st = SMOE_STATS_INIT;
+    printf("libsmoe_stream %s, %u workers, %s I/O\n", smoe_version_string(), workers,
+           (smoe_get_stats(s, &st), st.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered"));
+
+    /* Idle CPU: every worker parked. */
+    usleep(200000);
+    double c0 = cpu_seconds();
+    uint64_t t0 = smoe__now_ns();
+    usleep((useconds_t)(idle_s * 1e6));
+    double cpu = cpu_seconds() - c0, wall = (double)(smoe__now_ns() - t0) / 1e9;
+    printf("idle: %.4f CPU s over %.2f s wall (%.3f%% of one core)\n", cpu, wall,
+           100.0 * cpu / wall);
+
+    /* Wake-up latency: one demand read at a time, workers parked between. */
+    enum { WAKES = 200 };
+    uint64_t wake[WAKES];
+    for (uint32_t i = 0; i < WAKES; i++) {
+        usleep(2000); /* let the worker park again */
+        atomic_store(&pread_t, 0);
+        uint64_t t = smoe__now_ns();
+        if (smoe_prefetch(s, 0, i, 0) != SMOE_QUEUED) {
+            fprintf(stderr, "bench_core: prefetch: %s\n", smoe_last_error());
+            return 1;
+        }
+        smoe_blob b;
+        if (smoe_claim_wait(s, 0, i, UINT64_MAX, &b) < 0 || smoe_release(s, &b) < 0) {
+            fprintf(stderr, "bench_core: claim: %s\n", smoe_last_error());
+            return 1;
+        }
+        wake[i] = atomic_load(&pread_t) - t;
+    }
+    pct("wake-up (prefetch call -> pread)", wake, WAKES);
+
+    /* Hot-path latencies on retained experts (expert 0..199 are resident). */
+    enum { BATCHES = 200, PER = 1000 };
+    uint64_t *lat = malloc(sizeof *lat * BATCHES);
+    smoe_blob b;
+    for (int kind = 0; kind < 3; kind++) {
+        for (int k = 0; k < BATCHES; k++) {
+            uint32_t e = (uint32_t)k % WAKES;
+            uint64_t t = smoe__now_ns();
+            for (int j = 0; j < PER; j++) {
+                if (kind == 2)
+                    smoe_prefetch(s, 0, e, 0);
+                smoe_claim(s, 0, e, &b);
+                if (kind == 0)
+                    b.held = 0; /* time the claim alone; released below */
+                else
+                    smoe_release(s, &b);
+            }
+            lat[k] = (smoe__now_ns() - t) / PER;
+            if (kind == 0) {
+                /* drop the PER references the claims took */
+                for (int j = 0; j < PER; j++) {
+                    b.held = 1;
+                    smoe_release(s, &b);
+                }
+            }
+        }
+        pct(kind == 0 ? "claim (hit)" : kind == 1 ? "claim + release (hit)"
+                                                  : "prefetch + claim + release (hit)",
+            lat, BATCHES);
+    }
+    free(lat);
+    smoe_get_stats(s, &st);
+    printf("worker parks %llu, wakes issued %llu\n", (unsigned long long)st.worker_parks,
+           (unsigned long long)st.worker_wakes);
+    smoe_close(s);
+    smoe__io_set(NULL);
+    tu_rmdir(dir);
+    free(path);
+    free(dir);
+    return 0;
+}

@@ -1,0 +1,190 @@
+/*
+ * Description: the bounded Vyukov MPMC queue (src/mpmc.h): FIFO order and
+ * full/empty reporting single-threaded; a multi-producer multi-consumer
+ * stress in which every item arrives exactly once and each producer's items
+ * arrive in the order it pushed them.
+ *
+ * Stress shape (after concurrencykit's ring validator): all threads start
+ * behind a barrier; each producer stamps items with its id and its own
+ * sequence number; a per-item seen counter catches loss and duplication;
+ * random pauses vary the interleavings. SMOE_TEST_ITERS overrides the item
+ * count per producer.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "mpmc.h"
+#include "park.h"
+
+static void fifo_single_thread(void **state)
+{
+    (void)state;
+    smoe__mpmc q;
+    assert_int_equal(smoe__mpmc_init(&q, 5), 0); /* rounds up to 8 */
+    smoe__req r;
+    assert_int_equal(smoe__mpmc_pop(&q, &r), 0);
+    for (uint32_t i = 0; i < 8; i++)
+        assert_int_equal(smoe__mpmc_push(&q, (smoe__req){i, i * 10}), 1);
+    assert_int_equal(smoe__mpmc_push(&q, (smoe__req){99, 0}), 0); /* full */
+    assert_int_equal(smoe__mpmc_size(&q), 8);
+    for (uint32_t i = 0; i < 8; i++) {
+        assert_int_equal(smoe__mpmc_pop(&q, &r), 1);
+        assert_int_equal(r.slot, i);
+        assert_int_equal(r.gen, i * 10);
+    }
+    assert_int_equal(smoe__mpmc_pop(&q, &r), 0);
+    /* Wrap around many times: positions run free. */
+    for (uint32_t i = 0; i < 1000; i++) {
+        assert_int_equal(smoe__mpmc_push(&q, (smoe__req){i, 0}), 1);
+        assert_int_equal(smoe__mpmc_push(&q, (smoe__req){i + 1, 0}), 1);
+        assert_int_equal(smoe__mpmc_pop(&q, &r), 1);
+        assert_int_equal(r.slot, i);
+        assert_int_equal(smoe__mpmc_pop(&q, &r), 1);
+        assert_int_equal(r.slot, i + 1);
+    }
+    smoe__mpmc_free(&q);
+}
+
+enum { MAX_PRODUCERS = 8 };
+
+struct stress {
+    smoe__mpmc q;
+    pthread_barrier_t start;
+    uint32_t producers, consumers, per_producer;
+    _Atomic uint32_t *seen;        /* producers * per_producer */
+    _Atomic uint64_t consumed;
+    _Atomic int order_errors, dup_errors;
+};
+
+struct thread_arg {
+    struct stress *st;
+    uint32_t id;
+};
+
+static uint32_t xorshift(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+static void *producer(void *p)
+{
+    struct thread_arg *a = p;
+    struct stress *st = a->st;
+    uint32_t rnd = a->id * 2654435761u + 1;
+    pthread_barrier_wait(&st->start);
+    for (uint32_t i = 0; i < st->per_producer; i++) {
+        smoe__req r = {a->id, i}; /* slot = producer id, gen = its sequence */
+        while (!smoe__mpmc_push(&st->q, r))
+            smoe__cpu_relax();
+        if ((xorshift(&rnd) & 63) == 0)
+            for (int k = xorshift(&rnd) & 127; k > 0; k--)
+                smoe__cpu_relax();
+    }
+    return NULL;
+}
+
+static void *consumer(void *p)
+{
+    struct thread_arg *a = p;
+    struct stress *st = a->st;
+    uint32_t last[MAX_PRODUCERS];
+    for (int i = 0; i < MAX_PRODUCERS; i++)
+        last[i] = UINT32_MAX;
+    const uint64_t total = (uint64_t)st->producers * st->per_producer;
+    uint32_t rnd = a->id * 40503u + 7;
+    pthread_barrier_wait(&st->start);
+    while (atomic_load(&st->consumed) < total) {
+        smoe__req r;
+        if (!smoe__mpmc_pop(&st->q, &r)) {
+            smoe__cpu_relax();
+            continue;
+        }
+        atomic_fetch_add(&st->consumed, 1);
+        if (r.slot >= st->producers || r.gen >= st->per_producer) {
+            atomic_fetch_add(&st->order_errors, 1); /* torn or garbage item */
+            continue;
+        }
+        /* One consumer sees a producer's items in increasing order. */
+        if (last[r.slot] != UINT32_MAX && r.gen <= last[r.slot])
+            atomic_fetch_add(&st->order_errors, 1);
+        last[r.slot] = r.gen;
+        if (atomic_fetch_add(&st->seen[(size_t)r.slot * st->per_producer + r.gen], 1) != 0)
+            atomic_fetch_add(&st->dup_errors, 1);
+        if ((xorshift(&rnd) & 63) == 0)
+            for (int k = xorshift(&rnd) & 127; k > 0; k--)
+                smoe__cpu_relax();
+    }
+    return NULL;
+}
+
+static void run_stress(uint32_t producers, uint32_t consumers, uint32_t per_producer,
+                       size_t capacity)
+{
+    struct stress st;
+    st.producers = producers;
+    st.consumers = consumers;
+    st.per_producer = per_producer;
+    assert_int_equal(smoe__mpmc_init(&st.q, capacity), 0);
+    st.seen = calloc((size_t)producers * per_producer, sizeof *st.seen);
+    assert_non_null(st.seen);
+    atomic_init(&st.consumed, 0);
+    atomic_init(&st.order_errors, 0);
+    atomic_init(&st.dup_errors, 0);
+    pthread_barrier_init(&st.start, NULL, producers + consumers);
+    pthread_t th[2 * MAX_PRODUCERS];
+    struct thread_arg args[2 * MAX_PRODUCERS];
+    for (uint32_t i = 0; i < producers + consumers; i++) {
+        args[i].st = &st;
+        args[i].id = i < producers ? i : i - producers;
+        assert_int_equal(pthread_create(&th[i], NULL, i < producers ? producer : consumer,
+                                        &args[i]), 0);
+    }
+    for (uint32_t i = 0; i < producers + consumers; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&st.order_errors), 0);
+    assert_int_equal(atomic_load(&st.dup_errors), 0);
+    for (size_t i = 0; i < (size_t)producers * per_producer; i++)
+        assert_int_equal(atomic_load(&st.seen[i]), 1); /* nothing lost */
+    smoe__req r;
+    assert_int_equal(smoe__mpmc_pop(&st.q, &r), 0);
+    pthread_barrier_destroy(&st.start);
+    free(st.seen);
+    smoe__mpmc_free(&st.q);
+}
+
+static uint32_t iters(uint32_t dflt)
+{
+    const char *e = getenv("SMOE_TEST_ITERS");
+    return e && atoi(e) > 0 ? (uint32_t)atoi(e) : dflt;
+}
+
+static void mpmc_stress_4x4(void **state)
+{
+    (void)state;
+    run_stress(4, 4, iters(200000), 64);
+}
+
+static void mpmc_stress_tiny_queue(void **state)
+{
+    (void)state;
+    run_stress(MAX_PRODUCERS, 2, iters(200000) / 4, 2); /* constant full/empty */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fifo_single_thread),
+        cmocka_unit_test(mpmc_stress_4x4),
+        cmocka_unit_test(mpmc_stress_tiny_queue),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
