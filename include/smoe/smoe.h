@@ -492,11 +492,16 @@ typedef struct smoe_stats {
     uint64_t ready_spec_p99_ns;
 } smoe_stats;
 
-/* Designated in C so that -Wextra stays quiet about the fields left 0. */
+/*
+ * struct_size set, every other field 0, without -Wextra warning about the
+ * fields left out: designated in C; in C++ (designators only from C++20)
+ * a value-initialised struct with its size set.
+ */
 #ifdef __cplusplus
-#define SMOE_STATS_INIT {sizeof(smoe_stats)}
-#define SMOE_RING_REGION_INIT {sizeof(smoe_ring_region)}
-#define SMOE_VAULT_INFO_INIT {sizeof(smoe_vault_info)}
+#define SMOE_SIZED_INIT_(T) ([]() { T v_ = T(); v_.struct_size = sizeof(T); return v_; }())
+#define SMOE_STATS_INIT SMOE_SIZED_INIT_(smoe_stats)
+#define SMOE_RING_REGION_INIT SMOE_SIZED_INIT_(smoe_ring_region)
+#define SMOE_VAULT_INFO_INIT SMOE_SIZED_INIT_(smoe_vault_info)
 #else
 #define SMOE_STATS_INIT {.struct_size = sizeof(smoe_stats)}
 #define SMOE_RING_REGION_INIT {.struct_size = sizeof(smoe_ring_region)}
