@@ -32,7 +32,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # name since, from the header. A declaration runs from SMOE_API to its ';',
-# and its "since" comment may follow on the same line or come before it.
+# and its "since" comment follows on the same line, or is the comment line
+# just before it.
 awk -v file="$header" '
     /^[ \t]*#/ { next }
     /SMOE_API/ { collecting = 1; text = "" }
@@ -51,7 +52,7 @@ awk -v file="$header" '
             since = ""
             if (match(text, /since [0-9]+\.[0-9]+/))
                 since = substr(text, RSTART + 6, RLENGTH - 6)
-            else if (match(prev, /since [0-9]+\.[0-9]+/))
+            else if (prev ~ /^[ \t]*(\/\*|\*)/ && match(prev, /since [0-9]+\.[0-9]+/))
                 since = substr(prev, RSTART + 6, RLENGTH - 6)
             print name, (since == "" ? "none" : since)
         }
