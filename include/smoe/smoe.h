@@ -492,16 +492,18 @@ typedef struct smoe_stats {
     uint64_t ready_spec_p99_ns;
 } smoe_stats;
 
-/*
- * struct_size set, every other field 0, without -Wextra warning about the
- * fields left out: designated in C; in C++ (designators only from C++20)
- * a value-initialised struct with its size set.
- */
+/* Designated in C and value-initialised in C++, so that -Wextra stays quiet
+ * about the fields left 0. */
 #ifdef __cplusplus
-#define SMOE_SIZED_INIT_(T) ([]() { T v_ = T(); v_.struct_size = sizeof(T); return v_; }())
-#define SMOE_STATS_INIT SMOE_SIZED_INIT_(smoe_stats)
-#define SMOE_RING_REGION_INIT SMOE_SIZED_INIT_(smoe_ring_region)
-#define SMOE_VAULT_INFO_INIT SMOE_SIZED_INIT_(smoe_vault_info)
+#define SMOE_CXX_INIT_(T) \
+    static inline T T##_cxx_init_(void) { T v = {}; v.struct_size = sizeof v; return v; }
+SMOE_CXX_INIT_(smoe_stats)
+SMOE_CXX_INIT_(smoe_ring_region)
+SMOE_CXX_INIT_(smoe_vault_info)
+#undef SMOE_CXX_INIT_
+#define SMOE_STATS_INIT smoe_stats_cxx_init_()
+#define SMOE_RING_REGION_INIT smoe_ring_region_cxx_init_()
+#define SMOE_VAULT_INFO_INIT smoe_vault_info_cxx_init_()
 #else
 #define SMOE_STATS_INIT {.struct_size = sizeof(smoe_stats)}
 #define SMOE_RING_REGION_INIT {.struct_size = sizeof(smoe_ring_region)}
