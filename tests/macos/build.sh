@@ -167,10 +167,13 @@ for target in aarch64-macos x86_64-macos; do
     outputs="$dylib $b/src/libsmoe_stream.a"
     [ -x "$b/src/tool/smoe" ] && outputs="$outputs $b/src/tool/smoe"
     for e in "$b"/examples/*; do
-        [ -f "$e" ] && [ -x "$e" ] && outputs="$outputs $e"
+        case $e in
+        *.a) outputs="$outputs $e" ;;
+        *) [ -f "$e" ] && [ -x "$e" ] && outputs="$outputs $e" ;;
+        esac
     done
     (cd "$b" && ls -l src/libsmoe_stream* $(for f in $outputs; do
-        case $f in *.a | *.dylib) ;; *) echo "${f#"$b"/}" ;; esac
+        case $f in */src/*.a | *.dylib) ;; *) echo "${f#"$b"/}" ;; esac
     done) | awk '{ print "  " $0 }')
     for f in $outputs; do
         desc=$("$FILE" -b "$f")
