@@ -55,6 +55,7 @@ if [ -z "$zig" ]; then
         echo "installing $zig_pkg@$zig_version into $cache"
         mkdir -p "$cache"
         npm install --prefix "$cache" --no-audit --no-fund --no-save --loglevel=error \
+            --fetch-retries=1 --fetch-retry-maxtimeout=10000 \
             "$zig_pkg@$zig_version" > "$cache/npm.log" 2>&1 ||
             skip "npm install $zig_pkg@$zig_version failed: $(tail -n 3 "$cache/npm.log")"
     fi
