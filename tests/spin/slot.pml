@@ -105,6 +105,12 @@
 #define NKEYS 2
 #define NWORKERS 2
 #define NHOSTS 3
+#elif CFG == 7
+/* one slot, one expert: one claim_wait caller, shutdown */
+#define NSLOTS 1
+#define NKEYS 1
+#define NWORKERS 1
+#define NHOSTS 1
 #elif CFG == 6
 /* two slots, three experts: retained, speculative and failed slots
  * evicted by class; a speculative read cancelled while a claim_wait is
@@ -116,7 +122,7 @@
 #endif
 
 #ifndef SHUTDOWN
-#if CFG == 1
+#if CFG == 1 || CFG == 7
 #define SHUTDOWN 1
 #else
 #define SHUTDOWN 0
@@ -471,7 +477,7 @@ proctype host(byte id; int ops; int keys; byte nops)
     bit qdem;
     byte qv, qg;
     /* claim */
-    bit casked;
+    bit casked, cspin;
     byte cret, cr, cv, cg, cws;
     int cme, cw, cww;
 
@@ -489,7 +495,7 @@ proctype host(byte id; int ops; int keys; byte nops)
         if
         :: (ops >> (4 * n)) & OP_DEMAND -> pspec = 0; pret = RET_TOP; pc = PF_MAP
         :: (ops >> (4 * n)) & OP_SPEC -> pspec = 1; pret = RET_TOP; pc = PF_MAP
-        :: (ops >> (4 * n)) & OP_WAIT -> casked = 0; cret = RET_WAIT; pc = CO_MAP
+        :: (ops >> (4 * n)) & OP_WAIT -> casked = 0; cspin = 1; cret = RET_WAIT; pc = CO_MAP
         :: (ops >> (4 * n)) & OP_CLAIM -> cret = RET_CLAIM; pc = CO_MAP
         fi;
         n++;
@@ -502,7 +508,7 @@ proctype host(byte id; int ops; int keys; byte nops)
     :: pc == H_DONE ->
 progress_call:                              /* a call returned */
         atomic { pc = H_NEXT; k = 0; cr = C_NONE; cv = 0; cg = 0; cws = 0; cww = 0;
-                 cret = 0; pret = 0; pspec = 0; casked = 0; pf_clear() }
+                 cret = 0; pret = 0; pspec = 0; casked = 0; cspin = 0; pf_clear() }
 
     /* ---- smoe_prefetch (prefetch.c); its load of stop is in H_NEXT ---- */
     :: d_step {
@@ -812,8 +818,15 @@ progress_call:                              /* a call returned */
          * (of the entry, or of stop, which the loop top reads). */
         pc == CW_YIELD && (map[k] != MAP_PENDING || stop) -> poll_again()
        }
+    :: d_step {
+        /* The spin phase: the first SMOE__CLAIM_SPINS rounds of
+         * smoe_claim_wait poll again instead of parking. Modelled as one
+         * round that may (more would only repeat states). */
+        pc == CW_PARK && cspin -> cspin = 0; poll_again()
+       }
     :: d_step {                             /* park_on_slot: seq_cst CAS setting WAITERS */
         pc == CW_PARK ->
+        cspin = 0;
         if
         :: (cww & W_WAITERS) == 0 ->
             if
@@ -1161,6 +1174,8 @@ init
         run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
         run host(1, OP_SPEC, 1, 1);                             /* spec A */
         run host(2, OP_DEMAND, 2, 1);                           /* prefetch B */
+#elif CFG == 7
+        run host(0, OP_WAIT, 1, 1);
 #elif CFG == 6
         /* Experts 0 (A), 1 (B), 2 (X). It starts where a demand prefetch
          * of X has finished: X READY in slot 0, pinned until claimed. */
