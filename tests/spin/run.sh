@@ -132,13 +132,19 @@ check() {
 }
 
 echo "spin: $(spin -V 2>&1 | head -n 1)"
+# Configurations 1 and 6 reach the known lost wake-ups, which the 100 ms
+# backstop of park_on_slot ends: they are checked with the backstop. The
+# others are checked without it, so that any lost wake-up there fails.
 echo "== the model of the C code (must verify)"
-for cfg in 1 2 3 4 5 6; do
-    check "cfg$cfg" pass safety "-DCFG=$cfg"
-    check "cfg$cfg" pass np "-DCFG=$cfg"
+for kind in safety np; do
+    check "cfg1" pass $kind "-DCFG=1"
+    check "cfg1-worker-futex" pass $kind "-DCFG=1 -DWORKER_FUTEX"
+    for cfg in 2 3 4 5; do
+        check "cfg$cfg-strict" pass $kind "-DCFG=$cfg -DNO_BACKSTOP"
+    done
+    check "cfg6" pass $kind "-DCFG=6"
+    check "cfg7-strict-worker-futex" pass $kind "-DCFG=7 -DNO_BACKSTOP -DWORKER_FUTEX"
 done
-check "cfg1-worker-futex" pass safety "-DCFG=1 -DWORKER_FUTEX"
-check "cfg1-worker-futex" pass np "-DCFG=1 -DWORKER_FUTEX"
 
 echo "== known-bad variants (must be rejected)"
 check "bad-two-step-claim" fail safety "-DCFG=4 -DBAD_TWO_STEP_CLAIM"
@@ -151,9 +157,12 @@ check "failed-slot-pinned" known safety "-DCFG=4 -DCHECK_UNPIN"
 
 if [ $fixes = 1 ]; then
     echo "== the proposed fixes, strict (must verify)"
-    for cfg in 1 2 3 4 5 6; do
-        check "fixes-cfg$cfg" pass safety "-DCFG=$cfg -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
-        check "fixes-cfg$cfg" pass np "-DCFG=$cfg -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
+    for kind in safety np; do
+        for cfg in 1 2 3 4 5 6 7; do
+            check "fixes-cfg$cfg" pass $kind "-DCFG=$cfg -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
+        done
+        check "fixes-cfg1-worker-futex" pass $kind \
+            "-DCFG=1 -DWORKER_FUTEX -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
     done
 fi
 
