@@ -41,10 +41,10 @@
  * Not modelled: LRU ticks (within a victim class either slot may win),
  * empty_hint (the scan starts at slot 0), statistics, pre-warm (the
  * PREWARM flag only exempts a speculative read from the budget), the
- * claim_wait timeout and spin phase (a claimer parks at once; spinning
- * only polls again), SMOE_EREFS, a full request queue (asserted never to
+ * claim_wait timeout, SMOE_EREFS, a full request queue (asserted never to
  * happen), and memory orders (spin explores sequentially consistent
- * interleavings).
+ * interleavings). Busy-waits that only re-read until something changes
+ * (PENDING) are waits for the change.
  *
  * Switches (spin -D...):
  *   CFG=n                 the configuration: slots, experts, workers and
