@@ -66,6 +66,8 @@ check() {
     mkdir -p "$d"
     cp "$model" "$d/slot.pml"
     t0=$(now)
+    # $defs, $cflags and $args are lists of options: split on purpose
+    # shellcheck disable=SC2086
     if ! (cd "$d" && spin $defs -a slot.pml >spin.log 2>&1); then
         echo "FAIL  $name: spin -a failed:"
         sed 's/^/      /' "$d/spin.log"
@@ -77,7 +79,8 @@ check() {
     else
         cflags="-DSAFETY" args=""
     fi
-    if ! (cd "$d" && "$cc" -O1 -w $cflags -DCOLLAPSE -DMEMLIM=$memlim -o pan pan.c \
+    # shellcheck disable=SC2086
+    if ! (cd "$d" && "$cc" -O1 -w $cflags -DCOLLAPSE -DMEMLIM="$memlim" -o pan pan.c \
             >cc.log 2>&1); then
         echo "FAIL  $name: compiling pan failed:"
         sed 's/^/      /' "$d/cc.log"
@@ -85,6 +88,7 @@ check() {
         return
     fi
     tc=$(now)
+    # shellcheck disable=SC2086
     (cd "$d" && ./pan -m20000 -w$hashw $args >pan.out 2>&1)
     t1=$(now)
     out="$d/pan.out"
@@ -137,13 +141,13 @@ echo "spin: $(spin -V 2>&1 | head -n 1)"
 # others are checked without it, so that any lost wake-up there fails.
 echo "== the model of the C code (must verify)"
 for kind in safety np; do
-    check "cfg1" pass $kind "-DCFG=1"
-    check "cfg1-worker-futex" pass $kind "-DCFG=1 -DWORKER_FUTEX"
+    check "cfg1" pass "$kind" "-DCFG=1"
+    check "cfg1-worker-futex" pass "$kind" "-DCFG=1 -DWORKER_FUTEX"
     for cfg in 2 3 4 5; do
-        check "cfg$cfg-strict" pass $kind "-DCFG=$cfg -DNO_BACKSTOP"
+        check "cfg$cfg-strict" pass "$kind" "-DCFG=$cfg -DNO_BACKSTOP"
     done
-    check "cfg6" pass $kind "-DCFG=6"
-    check "cfg7-strict-worker-futex" pass $kind "-DCFG=7 -DNO_BACKSTOP -DWORKER_FUTEX"
+    check "cfg6" pass "$kind" "-DCFG=6"
+    check "cfg7-strict-worker-futex" pass "$kind" "-DCFG=7 -DNO_BACKSTOP -DWORKER_FUTEX"
 done
 
 echo "== known-bad variants (must be rejected)"
@@ -159,9 +163,9 @@ if [ $fixes = 1 ]; then
     echo "== the proposed fixes, strict (must verify)"
     for kind in safety np; do
         for cfg in 1 2 3 4 5 6 7; do
-            check "fixes-cfg$cfg" pass $kind "-DCFG=$cfg -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
+            check "fixes-cfg$cfg" pass "$kind" "-DCFG=$cfg -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
         done
-        check "fixes-cfg1-worker-futex" pass $kind \
+        check "fixes-cfg1-worker-futex" pass "$kind" \
             "-DCFG=1 -DWORKER_FUTEX -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
     done
 fi
