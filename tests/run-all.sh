@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 . tests/deps.sh
 # abigail-tools: abidw/abidiff (tests/abi/check_abi.sh); file, llvm, lld:
 # reading and relinking the Mach-O files of the macOS cross build.
-smoe_install_deps abigail-tools file llvm lld
+smoe_install_deps abigail-tools file llvm lld spin
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$jobs"
