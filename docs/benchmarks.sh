@@ -5,7 +5,8 @@
 #   BUILD_DIR   a cmake build of this repository (holds src/tool/smoe)
 #   WORK_DIR    where the vaults (6 GiB) and the results go
 #   TRACES_DIR  the real routing traces (gpt-oss-20b-*.trace.gz, mixtral8x7b-*.trace)
-#   PHASE       vaults read replay workers sweep spec advice summary (default: all)
+#   PHASE       vaults read replay workers sweep spec advice chunks summary
+#               chunk-summary (default: all)
 # Needs root for dropping the page cache and for the memory cgroups, fio and
 # jq for the cold-throughput and summary phases, gnuplot for the plot.
 set -eu
@@ -14,10 +15,12 @@ SMOE=$1/src/tool/smoe
 W=$2
 T=$3
 shift 3
-PHASES=${*:-vaults read replay workers sweep spec advice summary}
+PHASES=${*:-vaults read replay workers sweep spec advice chunks summary chunk-summary}
 mkdir -p "$W"
 GPT=$W/gpt-oss-20b-shape.smoe
 MIX=$W/mixtral-8x7b-shape.smoe
+G8=$W/gpt-oss-20b-8m.smoe
+HERE=$(cd "$(dirname "$0")" && pwd)
 TOKENS=100
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -32,17 +35,10 @@ vaults)
         --top-k 2 --model mixtral-8x7b-shape
     ;;
 read)
-    # Cold sequential throughput: the library against fio, 5 rounds interleaved.
-    for i in 1 2 3 4 5; do
-        drop; "$SMOE" read "$GPT" --no-verify --json > "$W/read-noverify-$i.json"
-        drop; "$SMOE" read "$GPT" --json > "$W/read-default-$i.json"
-        drop; fio --name=uring --filename="$GPT" --readonly --rw=read --bs=4M --direct=1 \
-            --ioengine=io_uring --iodepth=16 --size=3G --output-format=json \
-            > "$W/fio-uring-$i.json"
-        drop; fio --name=psync --filename="$GPT" --readonly --rw=read --bs=4M --direct=1 \
-            --ioengine=psync --numjobs=16 --size=192M --offset_increment=192M \
-            --group_reporting --output-format=json > "$W/fio-psync-$i.json"
-    done
+    # Cold sequential throughput: the library against fio psync (a job per
+    # worker) and fio libaio (one job, a queue per worker), paired rounds;
+    # fio's buffers on 2 MiB pages as the ring's are (tests/bench_read.sh).
+    ROUNDS=5 sh "$HERE/../tests/bench_read.sh" "$SMOE" "$GPT" 1 4 16 | tee "$W/read.txt"
     ;;
 replay)
     # Every mode, side by side, at 10% and 25% of the vault.
@@ -99,6 +95,52 @@ advice)
         "$SMOE" bench --vault "$MIX" --trace "$T/mixtral8x7b-$t.trace" --mode smoe,pagecache \
             --memory 25% --tokens $TOKENS --os-advice willneed --cache-only --no-progress \
             --json "$W/advice-mixtral8x7b-$t.json" | tee "$W/advice-mixtral8x7b-$t.txt"
+    done
+    ;;
+chunks)
+    # Chunked against whole-blob reads on 8 MiB blobs: time to READY of
+    # demand loads and wait per token, at 1, 4 and 16 workers, 3 rounds;
+    # then next-layer speculation on and off at each chunk setting.
+    [ -f "$G8" ] || "$SMOE" gen --out "$G8" --layers 24 --experts 32 --blob-bytes 8M \
+        --top-k 4 --model gpt-oss-20b-8m
+    for r in 1 2 3; do
+        for w in 1 4 16; do
+            for c in 1M 2M 4M 8M; do
+                "$SMOE" bench --vault "$G8" --trace "$T/gpt-oss-20b-mmlu-test.trace.gz" \
+                    --mode smoe --memory 25% --tokens 40 --workers $w --chunk $c --no-progress \
+                    --json "$W/chunk-w$w-c$c-r$r.json" > /dev/null
+            done
+        done
+        for c in 2M 8M; do
+            "$SMOE" bench --vault "$G8" --trace "$T/gpt-oss-20b-mmlu-test.trace.gz" \
+                --mode smoe --memory 10% --tokens 40 --chunk $c --spec-next-layer \
+                --no-progress --json "$W/chunk-spec-c$c-r$r.json" > /dev/null
+        done
+    done
+    ;;
+chunk-summary)
+    echo "| workers | chunk | demand READY p50 ms | p99 ms | wait ms/token (median of 3) |"
+    echo "|---|---|---|---|---|"
+    for w in 1 4 16; do
+        for c in 1M 2M 4M 8M; do
+            jq -s -r --arg w $w --arg c $c '
+              def med(f): (map(f) | sort | .[length / 2 | floor]);
+              map(.modes[] | select(.mode == "smoe")) |
+              "| \($w) | \($c) | \(med(.library.ready_demand_p50_ns) / 1e6 * 100 | round / 100) | \(med(.library.ready_demand_p99_ns) / 1e6 * 100 | round / 100) | \(med(.wait_us_per_token.mean) / 1000 | round) |"' \
+              "$W"/chunk-w$w-c$c-r*.json
+        done
+    done
+    echo
+    echo "| chunk | wait ms/token, spec off | spec on | change | coverage off | on | demand READY p50 off / on ms |"
+    echo "|---|---|---|---|---|---|---|"
+    for c in 2M 8M; do
+        jq -s -r --arg c $c '
+          def med(f): (map(f) | sort | .[length / 2 | floor]);
+          (map(.modes[] | select(.mode == "smoe"))) as $off |
+          (map(.modes[] | select(.mode == "smoe+spec"))) as $on |
+          ($off | med(.wait_us_per_token.mean)) as $a | ($on | med(.wait_us_per_token.mean)) as $b |
+          "| \($c) | \($a / 1000 | round) | \($b / 1000 | round) | \((($b / $a - 1) * 1000 | round) / 10)% | \($off | med((.hits + .joins) / .requests) * 1000 | round / 1000) | \($on | med((.hits + .joins) / .requests) * 1000 | round / 1000) | \($off | med(.library.ready_demand_p50_ns) / 1e6 * 100 | round / 100) / \($on | med(.library.ready_demand_p50_ns) / 1e6 * 100 | round / 100) |"' \
+          "$W"/chunk-spec-c$c-r*.json
     done
     ;;
 summary)

@@ -30,7 +30,11 @@
 #define SMOE__DEFAULT_WORKERS 16u
 #define SMOE__DEFAULT_SLOTS 64u
 #define SMOE__DEFAULT_SPEC_PCT 25u
-#define SMOE__DEFAULT_CHUNK (1u << 20) /* see docs/benchmarks.md, chunked reads */
+/* Read chunks (docs/benchmarks.md, "Chunked reads"): demand reads in large
+ * chunks for throughput, speculative and pre-warm reads in small ones so
+ * that demand waits at most a short chunk per worker behind them. */
+#define SMOE__DEFAULT_CHUNK (4u << 20)
+#define SMOE__DEFAULT_SPEC_CHUNK (512u << 10)
 #define SMOE__MAX_WORKERS 256u
 #define SMOE__MAX_SLOTS (1u << 20)
 
@@ -61,6 +65,7 @@ typedef struct smoe__ring {
     _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
     /* Chunked reads of the load in progress (worker.c): */
     _Atomic uint64_t *chunk_next; /* nslots: gen << 32 | next chunk to hand out */
+    _Atomic uint32_t *chunk_size; /* nslots: chunk bytes of this load */
     _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
     _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
 } smoe__ring;
@@ -81,7 +86,8 @@ struct smoe_stream {
     int verify;
     int io_mode;             /* SMOE_IO_DIRECT or SMOE_IO_BUFFERED */
     uint32_t spec_cap;       /* speculative reads in flight, at most */
-    uint64_t chunk;          /* read chunk bytes, a multiple of 16 KiB */
+    uint32_t chunk;          /* demand read chunk bytes, a multiple of 16 KiB */
+    uint32_t spec_chunk;     /* speculative and pre-warm read chunk bytes */
     smoe_log_fn log_fn;
     void *log_user;
 
@@ -147,10 +153,10 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint6
 int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word);
 
-/* Chunks of a blob of `padded` bytes. */
-static inline uint32_t smoe__chunks(const struct smoe_stream *s, uint64_t padded)
+/* Chunks of a blob of `padded` bytes read `chunk` bytes at a time. */
+static inline uint32_t smoe__chunks(uint64_t padded, uint32_t chunk)
 {
-    return (uint32_t)((padded + s->chunk - 1) / s->chunk);
+    return (uint32_t)((padded + chunk - 1) / chunk);
 }
 
 /* worker.c */

@@ -192,8 +192,12 @@ static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, ui
              * load (worker.c), so the extra tokens find nothing left. */
             /* relaxed: latency statistics only */
             atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
+            /* relaxed: a token count only; a load not armed yet queues
+             * its own tokens when it is */
+            uint32_t chunk = atomic_load_explicit(&s->ring.chunk_size[v], memory_order_relaxed);
             smoe__load_tokens(s, v, smoe__w_gen(w),
-                              smoe__chunks(s, entry_of_key(s, key)->padded), 1);
+                              smoe__chunks(entry_of_key(s, key)->padded,
+                                           chunk ? chunk : s->spec_chunk), 1);
         }
         if (demand)
             SMOE__COUNT(s, c_joins, 1);

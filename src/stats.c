@@ -61,6 +61,7 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.worker_parks = LOAD(s->c_worker_parks);
     f.worker_wakes = LOAD(s->c_worker_wakes);
     f.chunk_bytes = s->chunk;
+    f.spec_chunk_bytes = s->spec_chunk;
     f.chunks_read = LOAD(s->c_chunks);
     f.ready_demand_p50_ns = smoe__lat_quantile(&s->lat_demand, 0.50, &f.ready_demand);
     f.ready_demand_p99_ns = smoe__lat_quantile(&s->lat_demand, 0.99, NULL);

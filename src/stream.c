@@ -87,8 +87,9 @@ static int check_opts(const smoe_open_opts *o)
     if (o->chunk_bytes % SMOE__ALIGN)
         return smoe__fail(SMOE_EINVAL, "open: opts.chunk_bytes %u is not a multiple of %u",
                           o->chunk_bytes, SMOE__ALIGN);
-    if (o->reserved0_)
-        return smoe__fail(SMOE_EINVAL, "open: opts.reserved0_ must be 0");
+    if (o->spec_chunk_bytes % SMOE__ALIGN)
+        return smoe__fail(SMOE_EINVAL, "open: opts.spec_chunk_bytes %u is not a multiple of %u",
+                          o->spec_chunk_bytes, SMOE__ALIGN);
     return 0;
 }
 
@@ -222,9 +223,11 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     uint32_t pct = o.spec_share_pct ? o.spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
     s->spec_cap = (uint32_t)((uint64_t)nslots * pct / 100);
 
-    s->chunk = o.chunk_bytes ? o.chunk_bytes : SMOE__DEFAULT_CHUNK;
-    if (s->chunk > stride)
-        s->chunk = stride; /* a blob never needs more than one slot's worth */
+    /* A blob never needs more than one slot's worth in one chunk. */
+    uint64_t chunk = o.chunk_bytes ? o.chunk_bytes : SMOE__DEFAULT_CHUNK;
+    uint64_t spec_chunk = o.spec_chunk_bytes ? o.spec_chunk_bytes : SMOE__DEFAULT_SPEC_CHUNK;
+    s->chunk = (uint32_t)(chunk < stride ? chunk : stride);
+    s->spec_chunk = (uint32_t)(spec_chunk < stride ? spec_chunk : stride);
 
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     s->map = calloc(nkeys, sizeof *s->map);
@@ -234,7 +237,9 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
      * of loads cancelled since (each cancellation needs a demand load, so
      * at most one slot's worth each). 4 per chunk of every slot (+ workers)
      * covers them with room to spare. */
-    size_t qcap = (size_t)nslots * smoe__chunks(s, s->vault.max_padded) * 4 + s->nworkers;
+    uint32_t min_chunk = s->chunk < s->spec_chunk ? s->chunk : s->spec_chunk;
+    size_t qcap = (size_t)nslots * smoe__chunks(s->vault.max_padded, min_chunk) * 4 +
+                  s->nworkers;
     if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
         smoe__mpmc_init(&s->spec_q, qcap)) {
         r = smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");

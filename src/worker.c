@@ -82,9 +82,11 @@ void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t
 void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
                       int demand)
 {
-    const uint32_t n = smoe__chunks(s, s->vault.index[key].padded);
+    const uint32_t chunk = demand ? s->chunk : s->spec_chunk;
+    const uint32_t n = smoe__chunks(s->vault.index[key].padded, chunk);
     /* relaxed: published by the release store of chunk_next below */
     atomic_store_explicit(&s->ring.err[v], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.chunk_size[v], chunk, memory_order_relaxed);
     atomic_store_explicit(&s->ring.chunk_left[v], n, memory_order_relaxed);
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
     /* release: pairs with the worker's acquire CAS on chunk_next, so a
@@ -146,18 +148,21 @@ static void run_request(smoe__worker *wk, smoe__req rq)
             break;
     }
     const smoe__vault_entry *e = &s->vault.index[smoe__w_key(w)];
-    const uint32_t n = smoe__chunks(s, e->padded);
     /* acquire: pairs with the release store arming the load */
     uint64_t c = atomic_load_explicit(&s->ring.chunk_next[rq.slot], memory_order_acquire);
+    uint32_t chunk, n;
     do {
+        /* relaxed: armed before chunk_next, which we acquired */
+        chunk = atomic_load_explicit(&s->ring.chunk_size[rq.slot], memory_order_relaxed);
+        n = chunk ? smoe__chunks(e->padded, chunk) : 0;
         if ((c >> 32) != rq.gen || (uint32_t)c >= n)
             return; /* every chunk of this load is taken */
         /* acquire: as the load above */
     } while (!atomic_compare_exchange_weak_explicit(&s->ring.chunk_next[rq.slot], &c, c + 1,
                                                     memory_order_acquire,
                                                     memory_order_acquire));
-    const uint64_t off = (uint64_t)(uint32_t)c * s->chunk;
-    const uint64_t len = e->padded - off < s->chunk ? e->padded - off : s->chunk;
+    const uint64_t off = (uint64_t)(uint32_t)c * chunk;
+    const uint64_t len = e->padded - off < chunk ? e->padded - off : chunk;
     int eno = 0;
     int err = smoe__io_read_full(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
                                  (size_t)len, e->offset + off, &s->stop, &eno);

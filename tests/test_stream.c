@@ -547,6 +547,7 @@ static smoe_stream *open_chunked(struct fx *f, uint32_t slots, uint32_t workers,
     o.ring_slots = slots;
     o.workers = workers;
     o.chunk_bytes = chunk;
+    o.spec_chunk_bytes = chunk;
     o.spec_share_pct = 100;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
     smoe_stream *s;
@@ -569,6 +570,7 @@ static void chunks_spread_over_workers(void **state)
     claim_release(s, 0, 1, SMOE_READY);
     smoe_stats st = stats(s);
     assert_int_equal(st.chunk_bytes, 16384);
+    assert_int_equal(st.spec_chunk_bytes, 16384);
     assert_int_equal(st.chunks_read, 8);
     assert_int_equal(st.reads_done, 1);
     assert_int_equal(st.bytes_read, 8 * 16384);
@@ -585,6 +587,38 @@ static void chunks_spread_over_workers(void **state)
     assert_true(st.ready_demand_p50_ns > 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
+    fx_free(f);
+}
+
+/* Demand and speculative reads use their own chunk sizes; defaults are
+ * clamped to the slot. */
+static void chunk_sizes_by_kind(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(1, 4, 4 * 16384, 4 * 16384);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.ring_slots = 4;
+    o.workers = 2;
+    o.chunk_bytes = 4 * 16384;
+    o.spec_chunk_bytes = 16384;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s;
+    assert_int_equal(smoe_open(f->path, &o, &s), 0);
+    claim_release(s, 0, 0, SMOE_READY);
+    assert_int_equal(stats(s).chunks_read, 1); /* demand: one 64 KiB chunk */
+    assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
+    wait_loaded(s);
+    assert_int_equal(stats(s).chunks_read, 5); /* speculative: four 16 KiB chunks */
+    claim_release(s, 0, 1, SMOE_READY);
+    assert_int_equal(smoe_close(s), 0);
+    o.chunk_bytes = o.spec_chunk_bytes = 0; /* defaults: 4 MiB and 512 KiB */
+    assert_int_equal(smoe_open(f->path, &o, &s), 0);
+    smoe_stats st = stats(s);
+    assert_int_equal(st.chunk_bytes, 4 * 16384); /* no larger than a slot */
+    assert_int_equal(st.spec_chunk_bytes, 4 * 16384);
+    assert_int_equal(smoe_close(s), 0);
+    o.spec_chunk_bytes = 1000;
+    assert_int_equal(smoe_open(f->path, &o, &s), SMOE_EINVAL);
     fx_free(f);
 }
 
@@ -710,6 +744,7 @@ int main(void)
         cmocka_unit_test(options_and_misuse),
         cmocka_unit_test(direct_io_refused),
         cmocka_unit_test(chunks_spread_over_workers),
+        cmocka_unit_test(chunk_sizes_by_kind),
         cmocka_unit_test(demand_overtakes_speculation_between_chunks),
         cmocka_unit_test(cancel_queued_speculation),
         cmocka_unit_test(page_cache_untouched),

@@ -260,10 +260,12 @@ typedef struct smoe_open_opts {
     const char *trace_path;   /* record demand prefetches here; NULL: $SMOE_TRACE */
     uint32_t prewarm_pause_us;/* pause after each pre-warm read lands; 0: 4000 */
     uint32_t eviction;        /* SMOE_EVICT_* */
-    uint32_t chunk_bytes;     /* reads are split in chunks of this many bytes,
-                                 spread over idle workers; a multiple of 16 KiB;
-                                 0: 1 MiB; >= the largest blob: whole blobs */
-    uint32_t reserved0_;      /* must be 0 */
+    uint32_t chunk_bytes;     /* demand reads are split in chunks of this many
+                                 bytes, spread over idle workers; a multiple of
+                                 16 KiB; 0: 4 MiB; >= the largest blob: whole */
+    uint32_t spec_chunk_bytes;/* the same for speculative and pre-warm reads:
+                                 demand waits at most one such chunk per worker
+                                 behind them; 0: 512 KiB */
     smoe_log_fn log_fn;       /* warnings and errors; NULL: silent */
     void *log_user;
 } smoe_open_opts;
@@ -496,7 +498,7 @@ typedef struct smoe_stats {
     uint64_t worker_parks;        /* times a worker parked idle */
     uint64_t worker_wakes;        /* wake-ups issued to parked workers */
     /* since 1.0: chunked reads and time from prefetch to READY */
-    uint64_t chunk_bytes;         /* read chunk in effect */
+    uint64_t chunk_bytes;         /* demand read chunk in effect */
     uint64_t chunks_read;
     uint64_t ready_demand;        /* demand loads that reached READY or FAILED */
     uint64_t ready_demand_p50_ns; /* time from prefetch to READY, demand loads */
@@ -529,6 +531,7 @@ typedef struct smoe_stats {
     uint64_t prewarm_passes;      /* idle periods pre-warm ran to the end of */
     uint64_t prewarm_reads;       /* reads queued by pre-warm */
     uint64_t prewarm_hits;        /* of which later claimed */
+    uint64_t spec_chunk_bytes;    /* speculative and pre-warm read chunk in effect */
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */

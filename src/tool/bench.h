@@ -52,6 +52,7 @@ typedef struct bench_cfg {
     uint64_t max_tokens;     /* replay at most this many tokens (0: all) */
     uint32_t open_flags;     /* SMOE_OPEN_* */
     uint32_t verify;         /* SMOE_VERIFY_* */
+    uint32_t chunk;          /* library read chunk (0: its default) */
     int drop_caches;         /* drop the page cache before each mode (needs root) */
     int use_cgroup;          /* limit the page-cache modes (needs root) */
     int progress;            /* progress line on stderr */
@@ -109,6 +110,8 @@ typedef struct bench_result {
     uint64_t io_mode, verify, workers, full, claim_waits;
     uint64_t spec_issued, spec_queued, spec_skipped, spec_used, spec_wasted_bytes;
     uint64_t spec_upgraded, spec_cancelled, evictions;
+    uint64_t chunk_bytes;     /* time from prefetch to READY, per load: */
+    uint64_t ready_demand_p50_ns, ready_demand_p99_ns, ready_spec_p50_ns, ready_spec_p99_ns;
 } bench_result;
 
 /* Per-token wait accounting and the progress line, shared by the loops. */

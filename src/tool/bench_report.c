@@ -105,6 +105,18 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
                          ratio((double)r->tokens, r->elapsed_s)));
         }
     }
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        if (!r->ok || (r->mode != BENCH_SMOE && r->mode != BENCH_SMOE_SPEC))
+            continue;
+        printf("%s: %llu KiB chunks; prefetch to READY: demand p50 %.2f ms, p99 %.2f ms",
+               bench_mode_name(r->mode), (unsigned long long)r->chunk_bytes / 1024,
+               r->ready_demand_p50_ns / 1e6, r->ready_demand_p99_ns / 1e6);
+        if (r->mode == BENCH_SMOE_SPEC)
+            printf("; speculative p50 %.2f ms, p99 %.2f ms", r->ready_spec_p50_ns / 1e6,
+                   r->ready_spec_p99_ns / 1e6);
+        printf("\n");
+    }
     const bench_result *sp = find(res, n, BENCH_SMOE_SPEC);
     if (s && sp) {
         double c0 = ratio((double)(s->hits + s->joins), (double)s->requests);
@@ -197,6 +209,11 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
         add_u64(l, "spec_upgraded", r->spec_upgraded);
         add_u64(l, "spec_cancelled", r->spec_cancelled);
         add_u64(l, "spec_wasted_bytes", r->spec_wasted_bytes);
+        add_u64(l, "chunk_bytes", r->chunk_bytes);
+        add_u64(l, "ready_demand_p50_ns", r->ready_demand_p50_ns);
+        add_u64(l, "ready_demand_p99_ns", r->ready_demand_p99_ns);
+        add_u64(l, "ready_spec_p50_ns", r->ready_spec_p50_ns);
+        add_u64(l, "ready_spec_p99_ns", r->ready_spec_p99_ns);
         json_object_object_add(o, "library", l);
     }
     if (smoe && r->mode != BENCH_SMOE) {

@@ -139,6 +139,7 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     o.ring_slots = (uint32_t)slots;
     o.flags = cfg->open_flags;
     o.verify = cfg->verify;
+    o.chunk_bytes = cfg->chunk;
     o.top_k = env->trace.top_k;
     smoe_stream *s = NULL;
     int rc = smoe_open(cfg->vault, &o, &s);
@@ -173,6 +174,11 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         r->spec_upgraded = st.spec_upgraded;
         r->spec_cancelled = st.spec_cancelled;
         r->evictions = st.evictions;
+        r->chunk_bytes = st.chunk_bytes;
+        r->ready_demand_p50_ns = st.ready_demand_p50_ns;
+        r->ready_demand_p99_ns = st.ready_demand_p99_ns;
+        r->ready_spec_p50_ns = st.ready_spec_p50_ns;
+        r->ready_spec_p99_ns = st.ready_spec_p99_ns;
         if (st.slots)
             r->slots = (uint32_t)st.slots;
     }

@@ -41,6 +41,8 @@ static int usage(void)
         "  --json FILE       write every figure as JSON\n"
         "  --plot FILE.png   plot hit rate against cache size (needs --sweep, gnuplot)\n"
         "  --verify on|off   check blob hashes in the library (default: its default)\n"
+        "  --chunk BYTES     library read chunk, a multiple of 16 KiB (default: its\n"
+        "                    default; the slot size or more reads whole blobs)\n"
         "  --prewarm         let the library pre-warm (off by default)\n"
         "  --freq            let the library load and save its histogram (off)\n"
         "  --allow-buffered  let the library fall back to buffered reads\n"
@@ -273,6 +275,10 @@ int cmd_bench(int argc, char **argv)
                 cfg.verify = SMOE_VERIFY_OFF;
             else
                 bad = 1;
+        } else if (!strcmp(a, "--chunk")) {
+            uint64_t c;
+            bad = tool_parse_size(v, &c) || c == 0 || c % 16384 || c > 0xFFFFC000ull;
+            cfg.chunk = bad ? 0 : (uint32_t)c;
         } else
             return tool_error("bench", "unknown option '%s' (see --help)", a) + 1;
         if (bad)
