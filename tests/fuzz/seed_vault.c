@@ -1,0 +1,126 @@
+/*
+ * seed_vault.c - write the seed corpus of fuzz_vault: small vaults made by
+ * the library's writer, rearranged into fuzz_vault's compact input form
+ * (see fuzz_vault.c): tables moved to offset 16384, blobs after them in the
+ * zero tail, header checksum recomputed, so each seed is a valid vault.
+ *
+ * Usage: fuzz_seed_vault OUTDIR. Not run by ctest; rerun by hand when the
+ * vault format changes (docs/testing.md).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "testutil.h"
+
+#define A 16384u
+
+static uint64_t rd(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void wr(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int write_seed(const char *vault, const char *out)
+{
+    uint64_t n;
+    unsigned char *f = tu_read_file(vault, &n);
+    unsigned char *h = f;
+    uint64_t entries = rd(h + 32, 4), to = rd(h + 48, 8), lo = rd(h + 56, 8);
+    uint64_t mo = rd(h + 64, 8), mb = rd(h + 72, 8);
+    uint64_t tlen = mo + mb - to, blobs = to - A;
+    if (blobs / A > 63 || mo + mb != n) {
+        fprintf(stderr, "%s: not a small vault with tables at the end\n", vault);
+        free(f);
+        return -1;
+    }
+    unsigned char *t = f + to;
+    uint64_t base = (A + tlen + A - 1) / A * A;
+    for (uint64_t i = 0; i < entries; i++) {
+        unsigned char *e = t + i * 48;
+        wr(e + 16, base + rd(e + 16, 8) - A, 8);
+    }
+    wr(h + 48, A, 8);
+    wr(h + 56, lo - to + A, 8);
+    wr(h + 64, mo - to + A, 8);
+    wr(h + 88, base + blobs, 8);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, h, 120);
+    XXH3_64bits_update(st, t, (size_t)tlen);
+    XXH64_canonical_t c;
+    XXH64_canonicalFromHash(&c, XXH3_64bits_digest(st));
+    XXH3_freeState(st);
+    memcpy(h + 120, c.digest, 8);
+
+    FILE *o = fopen(out, "wb");
+    if (!o) {
+        fprintf(stderr, "%s: %s\n", out, strerror(errno));
+        free(f);
+        return -1;
+    }
+    unsigned char ctl = (unsigned char)(blobs / A);
+    fwrite(&ctl, 1, 1, o);
+    fwrite(h, 1, 128, o);
+    fwrite(t, 1, (size_t)tlen, o);
+    fclose(o);
+    free(f);
+    return 0;
+}
+
+static int odd_present(uint32_t layer, uint32_t expert)
+{
+    return (layer + expert) % 3 != 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+        return 2;
+    }
+    char *dir = tu_tmpdir(), *tmp = tu_path(dir, "seed.smoe");
+    static const char *const extra[] = {"quant", "q4_k", "note", "caf\xc3\xa9=ok", NULL};
+    struct {
+        const char *name;
+        tu_vault_opts o;
+    } seeds[] = {
+        {"one", {1, 1, 100, 100, 1, 0, NULL, NULL, NULL, 0}},
+        {"grid", {2, 3, 600, 16000, 2, 2, "seed-model", NULL, NULL, 0}},
+        {"sparse", {3, 4, 2000, 9000, 3, 1, NULL, extra, odd_present, 0}},
+        {"reverse", {2, 8, 544, 16384, 4, 8, "r", NULL, NULL, 1}},
+        {"tiny", {4, 2, 1, 300, 5, 0, NULL, NULL, NULL, 0}},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        char out[4096];
+        snprintf(out, sizeof out, "%s/seed-%s", argv[1], seeds[i].name);
+        if (tu_make_vault_ex(tmp, &seeds[i].o) != 0) {
+            fprintf(stderr, "%s: %s\n", seeds[i].name, smoe_last_error());
+            rc = 1;
+            continue;
+        }
+        rc |= write_seed(tmp, out) != 0;
+        unlink(tmp);
+    }
+    tu_rmdir(dir);
+    free(tmp);
+    free(dir);
+    return rc;
+}
