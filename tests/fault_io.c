@@ -175,6 +175,7 @@ void fault_io_arm(struct fault_io *f, enum fio_mode mode, enum fio_call call, ui
     for (int c = 0; c < FIO_NCALLS; c++)
         atomic_store(&f->count[c], 0);
     atomic_store(&f->total, 0);
+    atomic_store(&f->fired, 0);
     atomic_store(&f->call, (int)call);
     atomic_store(&f->nth, nth);
     atomic_store(&f->err, err);

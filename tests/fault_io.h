@@ -59,7 +59,7 @@ void fault_io_install(struct fault_io *f);
 void fault_io_remove(void);
 /* Set a fault: fail (FIO_FAIL_*) or shorten (FIO_SHORT*) the nth call of
  * `call`, with errno err (failures) or to `arg` bytes (short reads). Counts
- * restart from 0. */
+ * and `fired` restart from 0. */
 void fault_io_arm(struct fault_io *f, enum fio_mode mode, enum fio_call call, uint64_t nth,
                   int err, uint64_t arg);
 /* Back to pass-through; counts are kept. */

@@ -47,6 +47,19 @@ void tu_rmdir(const char *dir)
     rmdir(dir);
 }
 
+int tu_count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        fail_msg("opendir(%s): %s", dir, strerror(errno));
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
 char *tu_path(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;

@@ -22,6 +22,8 @@
 char *tu_tmpdir(void);
 /* Remove dir and the plain files in it (no recursion). */
 void tu_rmdir(const char *dir);
+/* Number of entries in dir, other than . and .. */
+int tu_count_files(const char *dir);
 /* "dir/name"; free() the result. */
 char *tu_path(const char *dir, const char *name);
 uint64_t tu_file_size(const char *path);
