@@ -33,6 +33,18 @@ static int fault(struct fault_io *f, enum fio_call c)
             return -atomic_load(&f->err);
         }
         return 0;
+    case FIO_FAIL_RANDOM: {
+        /* splitmix64 over a shared counter: any thread, no lock */
+        uint64_t z = atomic_fetch_add(&f->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        if (z % 1000 < nth) {
+            atomic_fetch_add(&f->fired, 1);
+            return -atomic_load(&f->err);
+        }
+        return 0;
+    }
     case FIO_EINTR_ALL:
         if (n % 2 == 1) {
             atomic_fetch_add(&f->fired, 1);

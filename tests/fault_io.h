@@ -29,7 +29,8 @@ enum fio_mode {
     FIO_SHORT_ONCE,      /* only the Nth read/write moves at most `short_bytes` */
     FIO_EINTR_ALL,       /* every call of `call` returns -EINTR once before it is made
                           * (close: after it is made, as Linux does) */
-    FIO_FAIL_OFFSET      /* preads at file offset `offset` fail with err (persistent) */
+    FIO_FAIL_OFFSET,     /* preads at file offset `offset` fail with err (persistent) */
+    FIO_FAIL_RANDOM      /* each call of `call` fails with err with probability nth/1000 */
 };
 
 struct fault_io {
@@ -43,6 +44,7 @@ struct fault_io {
     _Atomic uint64_t count[FIO_NCALLS];
     _Atomic uint64_t total;      /* calls of every class */
     _Atomic uint64_t fired;      /* faults injected */
+    _Atomic uint64_t rng;        /* FIO_FAIL_RANDOM's sequence */
     _Atomic int hold;            /* while set, preads wait (to queue work behind a busy worker) */
     _Atomic int holding;         /* a pread is currently held */
     _Atomic uint32_t delay_us;   /* added to every pread */
