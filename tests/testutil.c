@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,8 +126,22 @@ static int count_entries(const char *dir)
     return n;
 }
 
+static void *noop_thread(void *arg)
+{
+    return arg;
+}
+
 tu_baseline tu_baseline_take(void)
 {
+    /* Sanitizer runtimes start a helper thread at the first pthread_create
+     * (ThreadSanitizer's background thread): start it before counting. */
+    static int warmed;
+    if (!warmed) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, noop_thread, NULL) == 0)
+            pthread_join(t, NULL);
+        warmed = 1;
+    }
     tu_baseline b;
     b.fds = count_entries("/proc/self/fd") - 1; /* less opendir's own */
     b.threads = count_entries("/proc/self/task");
