@@ -221,13 +221,19 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     uint32_t pct = o.spec_share_pct ? o.spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
     s->spec_cap = (uint32_t)((uint64_t)nslots * pct / 100);
 
+    s->chunk = o.chunk_bytes ? o.chunk_bytes : SMOE__DEFAULT_CHUNK;
+    if (s->chunk > stride)
+        s->chunk = stride; /* a blob never needs more than one slot's worth */
+
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     s->map = calloc(nkeys, sizeof *s->map);
     s->workers = calloc(s->nworkers, sizeof *s->workers);
-    /* Every queued request holds a distinct LOADING slot; an upgrade adds
-     * one more entry for a slot, and stale entries wait at most until the
-     * next pop. 4 x slots (+ workers) leaves a wide margin. */
-    size_t qcap = (size_t)nslots * 4 + s->nworkers;
+    /* Tokens in a queue: at most one per chunk of each LOADING slot, one
+     * more per chunk when a speculative load is upgraded, and stale tokens
+     * of loads cancelled since (each cancellation needs a demand load, so
+     * at most one slot's worth each). 4 per chunk of every slot (+ workers)
+     * covers them with room to spare. */
+    size_t qcap = (size_t)nslots * smoe__chunks(s, s->vault.max_padded) * 4 + s->nworkers;
     if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
         smoe__mpmc_init(&s->spec_q, qcap)) {
         r = smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");

@@ -52,6 +52,7 @@ struct fault_io {
     _Atomic int open_fds;        /* descriptors opened through this table, not yet closed */
     _Atomic unsigned char direct_fd[1024];
     _Atomic uint64_t log[4096];  /* offsets of preads, in order */
+    _Atomic uint64_t log_thread[4096]; /* the calling thread of each */
     _Atomic uint32_t nlog;
 };
 

@@ -93,10 +93,15 @@ static void print_tally(const char *what, const struct tally *t)
                   t->open_failed, t->claim_failed, t->retried_ok, t->claim_ok);
 }
 
+/* Read chunk for the streams opened next: 0, whole blobs (the default for
+ * these sizes); 16384, blobs spread over several workers. */
+static uint32_t g_chunk;
+
 static int open_stream(const struct fx *f, uint32_t workers, uint32_t slots, unsigned flags,
                        smoe_stream **s)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.chunk_bytes = g_chunk;
     o.workers = workers;
     o.ring_slots = slots;
     o.verify = SMOE_VERIFY_ON;
@@ -240,6 +245,9 @@ static void countdown_once(void **state)
     struct fx *f = fx_new(1000, 70000);
     sweep(f, 1, 0, TRANSIENT, EIO, "fail once, 1 worker");
     sweep(f, 3, 1, TRANSIENT, EIO, "fail once, 3 workers, prefetch ahead");
+    g_chunk = 16384;
+    sweep(f, 3, 1, TRANSIENT, EIO, "fail once, 3 workers, 16 KiB chunks");
+    g_chunk = 0;
     fx_free(f);
 }
 
@@ -252,6 +260,9 @@ static void countdown_persistent(void **state)
     /* Calls that never stop being interrupted or never make progress. */
     sweep(f, 2, 1, PERSISTENT, EINTR, "interrupted persistently");
     sweep(f, 2, 1, PERSISTENT, EAGAIN, "EAGAIN persistently");
+    g_chunk = 16384;
+    sweep(f, 3, 1, PERSISTENT, EIO, "fail persistently (EIO), 3 workers, 16 KiB chunks");
+    g_chunk = 0;
     fx_free(f);
 }
 
@@ -271,6 +282,7 @@ static void short_reads_everywhere(void **state)
     };
     struct tally t = {0};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        g_chunk = c % 2 ? 16384 : 0;
         fault_io_arm(&fio, FIO_OFF, FIO_PREAD, 0, 0, 0);
         struct tally clean = {0};
         workload(f, &fio, 2, 1, TRANSIENT, &clean);
@@ -300,6 +312,7 @@ static void short_reads_everywhere(void **state)
                 t.injected += (unsigned)atomic_load(&fio.fired);
             }
     }
+    g_chunk = 0;
     fault_io_remove();
     print_tally("short reads", &t);
     fx_free(f);
@@ -338,6 +351,7 @@ static void eintr_everywhere(void **state)
     fault_io_install(&fio);
     struct tally t = {0};
     for (int direct = 0; direct <= 1; direct++) {
+        g_chunk = direct ? 16384 : 0;
         fault_io_arm(&fio, FIO_EINTR_ALL, FIO_ANY, 0, 0, 0);
         smoe_stream *s;
         tu_baseline base = tu_baseline_take();
@@ -360,6 +374,7 @@ static void eintr_everywhere(void **state)
         for (int c = FIO_OPEN; c <= FIO_PREAD; c++)
             assert_true(atomic_load(&fio.count[c]) >= 2);
     }
+    g_chunk = 0;
     /* The writer too: a complete, loadable vault. */
     char *p = tu_path(f->dir, "w.smoe");
     fault_io_arm(&fio, FIO_EINTR_ALL, FIO_ANY, 0, 0, 0);

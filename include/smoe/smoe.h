@@ -257,7 +257,9 @@ typedef struct smoe_open_opts {
     const char *trace_path;   /* record demand prefetches here; NULL: $SMOE_TRACE */
     uint32_t prewarm_pause_us;/* pause between pre-warm prefetches; 0: 4000 */
     uint32_t eviction;        /* SMOE_EVICT_* */
-    uint32_t chunk_bytes;     /* read chunk; 0: default; multiple of 16 KiB */
+    uint32_t chunk_bytes;     /* reads are split in chunks of this many bytes,
+                                 spread over idle workers; a multiple of 16 KiB;
+                                 0: 1 MiB; >= the largest blob: whole blobs */
     uint32_t reserved0_;      /* must be 0 */
     smoe_log_fn log_fn;       /* warnings and errors; NULL: silent */
     void *log_user;
@@ -338,6 +340,16 @@ typedef struct smoe_blob {
     uint32_t held;        /* internal: nonzero while this descriptor holds a reference */
     uint64_t reserved_[2];
 } smoe_blob;
+
+/*
+ * Cancel a queued speculative or pre-warm read that no worker has started:
+ * its slot goes back to empty and the expert is no longer resident.
+ * @return 0: cancelled; SMOE_EBUSY: its read has started, or a demand
+ *         prefetch awaits it; SMOE_ENOTRESIDENT: no read of it is queued
+ *         (never asked for, or already READY); SMOE_ENOENT.
+ * Thread safety: any number of threads at once; lock-free; no allocation.
+ */
+SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* since 1.0 */
 
 /*
  * Non-blocking claim (never issues I/O).
@@ -469,6 +481,15 @@ typedef struct smoe_stats {
     uint64_t workers;
     uint64_t worker_parks;        /* times a worker parked idle */
     uint64_t worker_wakes;        /* wake-ups issued to parked workers */
+    /* since 1.0: chunked reads and time from prefetch to READY */
+    uint64_t chunk_bytes;         /* read chunk in effect */
+    uint64_t chunks_read;
+    uint64_t ready_demand;        /* demand loads that reached READY or FAILED */
+    uint64_t ready_demand_p50_ns; /* time from prefetch to READY, demand loads */
+    uint64_t ready_demand_p99_ns;
+    uint64_t ready_spec;          /* speculative and pre-warm loads, likewise */
+    uint64_t ready_spec_p50_ns;
+    uint64_t ready_spec_p99_ns;
 } smoe_stats;
 
 /* Designated in C so that -Wextra stays quiet about the fields left 0. */
