@@ -11,6 +11,7 @@ static const struct {
     const char *what;
 } cmds[] = {
     {"gen", cmd_gen, "write a vault of random experts"},
+    {"pack", cmd_pack, "turn a safetensors or GGUF checkpoint into a vault and a scout file"},
     {"inspect", cmd_inspect, "show a vault's header, counts and layouts"},
     {"verify", cmd_verify, "check every blob's checksum"},
     {"read", cmd_read, "stream every blob once through the library"},
