@@ -44,7 +44,20 @@ static ssize_t mem_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64
         n = (size_t)(m->size - off);
     if (m->max_chunk && n > m->max_chunk)
         n = m->max_chunk;
-    memcpy(buf, m->data + off, n);
+    if (!m->nsegs) {
+        memcpy(buf, m->data + off, n);
+        return (ssize_t)n;
+    }
+    /* Sparse: zeros, then the segments that overlap [off, off + n). */
+    memset(buf, 0, n);
+    for (int i = 0; i < m->nsegs; i++) {
+        const tu_mem_seg *g = &m->segs[i];
+        uint64_t lo = off > g->off ? off : g->off;
+        uint64_t hi = off + n < g->off + g->len ? off + n : g->off + g->len;
+        if (lo < hi)
+            memcpy((unsigned char *)buf + (lo - off), g->data + (lo - g->off),
+                   (size_t)(hi - lo));
+    }
     return (ssize_t)n;
 }
 
