@@ -76,9 +76,19 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
                                                        memory_order_acquire,
                                                        memory_order_acquire))
                 continue;
-            /* relaxed: written before the publishing release CAS that our
-             * acquire load of the word synchronised with */
-            return atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+            {
+                /* relaxed: written before the publishing release CAS that
+                 * our acquire load of the word synchronised with */
+                int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+                if (err < 0)
+                    return err;
+                /* 0: a prefetch has re-armed the slot for a retry since we
+                 * read the word (smoe__load_start clears the error). Look
+                 * again rather than report success without a reference.
+                 * acquire: as the load above */
+                w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+                continue;
+            }
         case SMOE__READY:
         case SMOE__CONSUMED:
             break;

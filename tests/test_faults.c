@@ -506,6 +506,68 @@ static void truncated_during_run(void **state)
     fx_free(f);
 }
 
+struct retry_race {
+    smoe_stream *s;
+    _Atomic int stop;
+    _Atomic uint64_t prefetches;
+};
+
+static void *retry_prefetcher(void *p)
+{
+    struct retry_race *rr = p;
+    while (!atomic_load(&rr->stop)) {
+        smoe_prefetch(rr->s, 0, 1, 0); /* retries the failed read */
+        atomic_fetch_add(&rr->prefetches, 1);
+    }
+    return NULL;
+}
+
+/* A claim racing with the prefetch that retries a failed read: it reports
+ * the failure or that the read is in flight, never success without a
+ * reference. */
+static void claim_races_failed_retry(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(16384, 16384);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    struct retry_race rr = {0};
+    g_chunk = 0;
+    assert_int_equal(open_stream(f, 2, 2, 0, &rr.s), 0);
+    fault_io_arm(&fio, FIO_FAIL_FROM, FIO_PREAD, 1, EIO, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, retry_prefetcher, &rr), 0);
+    uint64_t n = 0, failed = 0, bad = 0, unheld = 0, t0 = tu_now_ns();
+    while (tu_now_ns() - t0 < 1000000000ull) {
+        smoe_blob b;
+        memset(&b, 0xa5, sizeof b);
+        int r = smoe_claim(rr.s, 0, 1, &b);
+        n++;
+        if (r >= 0) {
+            bad++; /* every read fails: no claim can succeed */
+            unheld += !b.held;
+            if (b.held)
+                smoe_release(rr.s, &b);
+        } else if (r == SMOE_EIO) {
+            failed++;
+        } else if (r != SMOE_EAGAIN && r != SMOE_ENOTRESIDENT) {
+            bad++;
+        }
+    }
+    atomic_store(&rr.stop, 1);
+    pthread_join(th, NULL);
+    print_message("claims racing retries: %llu claims, %llu saw the failure, %llu prefetches, "
+                  "%llu wrong results (%llu successes without a reference)\n",
+                  (unsigned long long)n, (unsigned long long)failed,
+                  (unsigned long long)atomic_load(&rr.prefetches), (unsigned long long)bad,
+                  (unsigned long long)unheld);
+    assert_int_equal(bad, 0);
+    assert_true(failed > 0);
+    bounded_close(rr.s);
+    fault_io_remove();
+    fx_free(f);
+}
+
 /* The writer replacing an existing vault, with each of its I/O calls
  * failing in turn: the file at the path is always the old complete vault
  * or the new one, and nothing is left behind. */
@@ -577,6 +639,7 @@ int main(void)
         cmocka_unit_test(eintr_everywhere),
         cmocka_unit_test(read_spanning_end_of_file),
         cmocka_unit_test(truncated_during_run),
+        cmocka_unit_test(claim_races_failed_retry),
         cmocka_unit_test(writer_countdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
