@@ -109,7 +109,17 @@ struct shared {
     uint32_t *keys;  /* present keys, by popularity rank */
     double *cdf;     /* Zipf(1.1) over the ranks */
     _Atomic uint64_t ops, claims, releases, bad_hash, bad_gen, errors, read_errors;
+    _Atomic int first_error; /* the first unexpected result, for the message */
+    const char *_Atomic first_error_op;
 };
+
+static void unexpected(struct shared *sh, const char *op, int code)
+{
+    int none = 0;
+    if (atomic_compare_exchange_strong(&sh->first_error, &none, code))
+        atomic_store(&sh->first_error_op, op);
+    atomic_fetch_add(&sh->errors, 1);
+}
 
 struct targ {
     struct shared *sh;
@@ -143,10 +153,11 @@ static void release_checked(struct shared *sh, smoe_blob *b)
     if (smoe__w_gen(w) != b->gen || smoe__w_key(w) != b->layer * sh->experts + b->expert ||
         smoe__w_refs(w) == 0 || !hash_ok(s, b))
         atomic_fetch_add(&sh->bad_gen, 1);
-    if (smoe_release(s, b) == 0)
+    int r = smoe_release(s, b);
+    if (r == 0)
         atomic_fetch_add(&sh->releases, 1);
     else
-        atomic_fetch_add(&sh->errors, 1);
+        unexpected(sh, "release", r);
 }
 
 static int read_error(int x)
@@ -173,7 +184,7 @@ static void *stress_thread(void *p)
         case 1: {
             int x = smoe_prefetch(s, l, e, (r >> 8) & 1 ? SMOE_PREFETCH_SPECULATIVE : 0);
             if (x < 0 && x != SMOE_EFULL)
-                atomic_fetch_add(&sh->errors, 1);
+                unexpected(sh, "prefetch", x);
             break;
         }
         case 2:
@@ -184,7 +195,9 @@ static void *stress_thread(void *p)
             smoe_blob b;
             int x = (r >> 8) & 1 ? smoe_claim(s, l, e, &b)
                                  : smoe_claim_wait(s, l, e, bound_ns(), &b);
-            if (x >= 0) {
+            if (x >= 0 && !b.held) {
+                unexpected(sh, "claim (success without a reference)", x);
+            } else if (x >= 0) {
                 atomic_fetch_add(&sh->claims, 1);
                 if (!hash_ok(s, &b))
                     atomic_fetch_add(&sh->bad_hash, 1);
@@ -193,7 +206,7 @@ static void *stress_thread(void *p)
                 atomic_fetch_add(&sh->read_errors, 1);
                 smoe_prefetch(s, l, e, 0); /* retry the read */
             } else if (x != SMOE_EAGAIN && x != SMOE_ENOTRESIDENT && x != SMOE_EFULL) {
-                atomic_fetch_add(&sh->errors, 1); /* ETIMEDOUT included: a hang */
+                unexpected(sh, "claim", x); /* ETIMEDOUT included: a hang */
             }
             break;
         }
@@ -335,7 +348,10 @@ static void run_stress(const char *path, double seconds, unsigned fail_permille,
     assert_int_equal(st.slots_referenced, 0);
     assert_int_equal(atomic_load(&sh->bad_hash), 0);
     assert_int_equal(atomic_load(&sh->bad_gen), 0);
-    assert_int_equal(atomic_load(&sh->errors), 0);
+    if (atomic_load(&sh->errors))
+        fail_msg("%llu unexpected results, the first from %s: %s",
+                 (unsigned long long)atomic_load(&sh->errors), atomic_load(&sh->first_error_op),
+                 smoe_err_name(atomic_load(&sh->first_error)));
     assert_int_equal(atomic_load(&sh->claims), atomic_load(&sh->releases));
     assert_int_equal(st.claims, st.releases);
     if (!sh->allow_errors)
