@@ -117,6 +117,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     blob->gen = gen;
     blob->held = 1;
     smoe__touch(s, v);
+    smoe__freq_hit(&s->freq, key);
     SMOE__COUNT(s, c_claims, 1);
     if (smoe__w_state(w) == SMOE__CONSUMED) {
         SMOE__COUNT(s, c_claim_hits, 1);
@@ -124,6 +125,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     }
     if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM))
         SMOE__COUNT(s, c_spec_used, 1);
+    else if (w & SMOE__W_PREWARM)
+        SMOE__COUNT(s, prewarm.c_hits, 1);
     return SMOE_READY;
 }
 

@@ -16,9 +16,12 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
+#include "budget.h"
+#include "freq.h"
 #include "io.h"
 #include "mpmc.h"
 #include "latency.h"
+#include "prewarm.h"
 #include "slot.h"
 #include "trace_rec.h"
 #include "vault.h"
@@ -106,6 +109,11 @@ struct smoe_stream {
         c_worker_parks, c_chunks;
     /* time from prefetch to READY, per load, by kind */
     smoe__lat_hist lat_demand, lat_spec;
+
+    /* ring sizing, popularity histogram, pre-warm thread */
+    smoe__budget budget;
+    alignas(64) smoe__freq freq;
+    smoe__prewarm prewarm;
 };
 
 /* ring.c */
@@ -135,6 +143,9 @@ static inline void smoe__spec_put(struct smoe_stream *s)
 /* evict.c: choose a slot for a new load; see the invariants there. */
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word);
+/* For a pre-warm load of key: only colder slots idle since the pass began. */
+int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
+                             uint64_t *word);
 
 /* Chunks of a blob of `padded` bytes. */
 static inline uint32_t smoe__chunks(const struct smoe_stream *s, uint64_t padded)

@@ -85,7 +85,10 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     uint32_t v;
     uint64_t w, nw;
     for (;;) {
-        if (!smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, &v, &w)) {
+        int got = (kflags & SMOE__W_PREWARM)
+                      ? smoe__evict_pick_prewarm(s, key, &v, &w)
+                      : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, &v, &w);
+        if (!got) {
             if (counted_spec)
                 smoe__spec_put(s);
             unpend(s, key);

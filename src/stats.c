@@ -66,6 +66,9 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.ready_demand_p99_ns = smoe__lat_quantile(&s->lat_demand, 0.99, NULL);
     f.ready_spec_p50_ns = smoe__lat_quantile(&s->lat_spec, 0.50, &f.ready_spec);
     f.ready_spec_p99_ns = smoe__lat_quantile(&s->lat_spec, 0.99, NULL);
+    smoe__budget_stats(s, &f);
+    smoe__freq_stats(s, &f);
+    smoe__prewarm_stats(s, &f);
     size_t n = want < sizeof f ? want : sizeof f;
     memcpy((char *)st + sizeof(size_t), (const char *)&f + sizeof(size_t),
            n - sizeof(size_t));

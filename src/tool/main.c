@@ -15,6 +15,7 @@ static const struct {
     {"inspect", cmd_inspect, "show a vault's header, counts and layouts"},
     {"verify", cmd_verify, "check every blob's checksum"},
     {"read", cmd_read, "stream every blob once through the library"},
+    {"budget", cmd_budget, "show how the ring would be sized on this machine"},
 };
 
 static void usage(FILE *f)
