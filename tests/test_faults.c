@@ -96,6 +96,10 @@ static void print_tally(const char *what, const struct tally *t)
 /* Read chunk for the streams opened next: 0, whole blobs (the default for
  * these sizes); 16384, blobs spread over several workers. */
 static uint32_t g_chunk;
+/* 1: open the streams the way an application does: ring sized by the
+ * memory budget (reading /proc and cgroup files through the table), the
+ * popularity histogram loaded and saved, pre-warm running. */
+static int g_full_open;
 
 static int open_stream(const struct fx *f, uint32_t workers, uint32_t slots, unsigned flags,
                        smoe_stream **s)
@@ -103,9 +107,11 @@ static int open_stream(const struct fx *f, uint32_t workers, uint32_t slots, uns
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.chunk_bytes = g_chunk;
     o.workers = workers;
-    o.ring_slots = slots;
+    o.ring_slots = g_full_open ? 0 : slots;
     o.verify = SMOE_VERIFY_ON;
-    o.flags = flags | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    o.flags = flags | SMOE_OPEN_ALLOW_BUFFERED;
+    if (!g_full_open)
+        o.flags |= SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
     return smoe_open(f->path, &o, s);
 }
 
@@ -248,6 +254,9 @@ static void countdown_once(void **state)
     g_chunk = 16384;
     sweep(f, 3, 1, TRANSIENT, EIO, "fail once, 3 workers, 16 KiB chunks");
     g_chunk = 0;
+    g_full_open = 1;
+    sweep(f, 2, 1, TRANSIENT, EIO, "fail once, budget, histogram, pre-warm");
+    g_full_open = 0;
     fx_free(f);
 }
 
@@ -263,6 +272,10 @@ static void countdown_persistent(void **state)
     g_chunk = 16384;
     sweep(f, 3, 1, PERSISTENT, EIO, "fail persistently (EIO), 3 workers, 16 KiB chunks");
     g_chunk = 0;
+    g_full_open = 1;
+    sweep(f, 2, 1, PERSISTENT, EIO, "fail persistently (EIO), budget, histogram, pre-warm");
+    sweep(f, 2, 1, PERSISTENT, EINTR, "interrupted persistently, budget, histogram, pre-warm");
+    g_full_open = 0;
     fx_free(f);
 }
 
