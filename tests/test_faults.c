@@ -5,12 +5,14 @@
  * and fails persistently from there on (the claim returns the error); every
  * read in turn comes back short; every call of every class is interrupted
  * (EINTR); the vault is truncated during a run, and truncated then
- * re-extended with zeros; the vault writer's every call fails in turn over
- * an existing vault. Every claim returns within a liveness bound (scaled
+ * re-extended with zeros; the vault writer's and the histogram save's every
+ * call fails in turn over an existing file (which must stay the old
+ * complete version or become the new one). Every claim returns within a liveness bound (scaled
  * under sanitizers) either the exact bytes or a definite error, never
  * wrong bytes and never a hang, and after close the process's descriptors,
  * threads and the ring's mapping are back to where they were.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -581,6 +583,114 @@ static void claim_races_failed_retry(void **state)
     fx_free(f);
 }
 
+/* Remove the files of dir whose names start with prefix. */
+static void remove_temporaries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            char *p = tu_path(dir, e->d_name);
+            unlink(p);
+            free(p);
+        }
+    closedir(d);
+}
+
+/* The histogram file's counts, or 0 when it does not decode for s. */
+static int read_hist(smoe_stream *s, const char *path, uint64_t *counts)
+{
+    if (!tu_exists(path))
+        return 0;
+    uint64_t len;
+    unsigned char *buf = tu_read_file(path, &len);
+    smoe__freq_id id = {s->vault.layers, s->vault.experts, s->vault.vault_id,
+                        s->vault.file_size};
+    const char *why;
+    int st = smoe__freq_decode(buf, len, &id, counts, &why);
+    free(buf);
+    return st == SMOE_FREQ_LOADED;
+}
+
+/* Saving the popularity histogram with each of its I/O calls failing in
+ * turn, once and from there on, with short writes, and interrupted: the
+ * file is always the previous complete version or the new one, and no
+ * temporary file is left unless removing it failed too. */
+static void freq_save_countdown(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(1000, 30000);
+    char *hist = tu_path(f->dir, "v.freq");
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = NKEYS;
+    o.freq_path = hist;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_ALLOW_BUFFERED;
+    tu_baseline base = tu_baseline_take();
+    smoe_stream *s;
+    assert_int_equal(smoe_open(f->path, &o, &s), 0);
+    uint64_t prev[NKEYS], want[NKEYS], got[NKEYS];
+    smoe_blob b;
+    for (uint32_t k = 0; k < NKEYS; k++) {
+        assert_true(bounded_claim(s, f, k / EXPERTS, k % EXPERTS, &b) >= 0);
+        assert_int_equal(smoe_release(s, &b), 0);
+    }
+    fault_io_arm(&fio, FIO_OFF, FIO_ANY, 0, 0, 0);
+    assert_int_equal(smoe_freq_save(s), 0);
+    uint64_t calls = atomic_load(&fio.total);
+    assert_true(calls >= 6); /* open, write, fsync, close, rename, directory sync */
+    unsigned runs = 0, injected = 0, failed = 0, left = 0;
+    for (int mode = 0; mode < 4; mode++)
+        for (uint64_t k = 1; k <= (mode < 2 ? calls : 1); k++) {
+            uint32_t key = (uint32_t)(runs % NKEYS); /* new counts to save */
+            assert_true(bounded_claim(s, f, key / EXPERTS, key % EXPERTS, &b) >= 0);
+            assert_int_equal(smoe_release(s, &b), 0);
+            for (uint32_t i = 0; i < NKEYS; i++)
+                want[i] = atomic_load(&s->freq.count[i]);
+            assert_true(read_hist(s, hist, prev));
+            if (mode == 0)
+                fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_ANY, k, EIO, 0);
+            else if (mode == 1)
+                fault_io_arm(&fio, FIO_FAIL_FROM, FIO_ANY, k, ENOSPC, 0);
+            else if (mode == 2)
+                fault_io_arm(&fio, FIO_SHORT, FIO_PWRITE, 1, 0, 3);
+            else
+                fault_io_arm(&fio, FIO_EINTR_ALL, FIO_ANY, 0, 0, 0);
+            int r = smoe_freq_save(s);
+            runs++;
+            injected += (unsigned)atomic_load(&fio.fired);
+            fault_io_disarm(&fio);
+            if (mode >= 2 && r != 0)
+                fail_msg("save with %s: %s", mode == 2 ? "short writes" : "EINTR",
+                         smoe_last_error());
+            assert_true(read_hist(s, hist, got));
+            if (r == 0) {
+                assert_memory_equal(got, want, sizeof got);
+            } else {
+                failed++;
+                assert_memory_equal(got, prev, sizeof got);
+            }
+            if (tu_count_files(f->dir) != 2) { /* the vault and the histogram */
+                if (mode != 1)
+                    fail_msg("a temporary file is left after a save (fault at call %llu)",
+                             (unsigned long long)k);
+                left++;
+                remove_temporaries(f->dir, "v.freq.tmp.");
+            }
+        }
+    bounded_close(s);
+    fault_io_remove();
+    tu_baseline_check(base, "after close");
+    print_message("histogram saves: %u runs, %u faults injected; %u saves failed and left "
+                  "the previous file (%u left a temporary file: its unlink failed too), the "
+                  "rest wrote the new one\n", runs, injected, failed, left);
+    free(hist);
+    fx_free(f);
+}
+
 /* The writer replacing an existing vault, with each of its I/O calls
  * failing in turn: the file at the path is always the old complete vault
  * or the new one, and nothing is left behind. */
@@ -654,6 +764,7 @@ int main(void)
         cmocka_unit_test(truncated_during_run),
         cmocka_unit_test(claim_races_failed_retry),
         cmocka_unit_test(writer_countdown),
+        cmocka_unit_test(freq_save_countdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
