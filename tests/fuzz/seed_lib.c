@@ -1,11 +1,15 @@
 /*
- * seed_vault.c - write the seed corpus of fuzz_vault: small vaults made by
- * the library's writer, rearranged into fuzz_vault's compact input form
- * (see fuzz_vault.c): tables moved to offset 16384, blobs after them in the
- * zero tail, header checksum recomputed, so each seed is a valid vault.
+ * seed_lib.c - write the seed corpora of the library's fuzz targets:
+ *  - fuzz_vault: small vaults made by the library's writer, rearranged into
+ *    fuzz_vault's compact input form (see fuzz_vault.c): tables moved to
+ *    offset 16384, blobs after them in the zero tail, header checksum
+ *    recomputed, so each seed is a valid vault;
+ *  - fuzz_freq: histogram files made by the library's encoder, behind
+ *    fuzz_freq's control byte.
  *
- * Usage: fuzz_seed_vault OUTDIR. Not run by ctest; rerun by hand when the
- * vault format changes (docs/testing.md).
+ * Usage: fuzz_seed_lib CORPUSDIR (it writes into CORPUSDIR/vault and
+ * CORPUSDIR/freq). Not run by ctest; rerun by hand when a format changes
+ * (docs/testing.md).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -19,6 +23,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "freq.h"
 #include "testutil.h"
 
 #define A 16384u
@@ -89,12 +94,39 @@ static int odd_present(uint32_t layer, uint32_t expert)
     return (layer + expert) % 3 != 1;
 }
 
+static int write_freq(const char *dir, const char *name, unsigned char ctl,
+                      const smoe__freq_id *id, int zero_checksum)
+{
+    size_t n = (size_t)id->layers * id->experts, len = SMOE__FREQ_HEADER_SIZE + 8 * n;
+    uint64_t *counts = calloc(n, sizeof *counts);
+    unsigned char *buf = malloc(len);
+    if (!counts || !buf)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        counts[i] = (i * i * 7 + 3) % 1000;
+    smoe__freq_encode(buf, id, counts);
+    if (zero_checksum)
+        memset(buf + 56, 0, 8);
+    char out[4096];
+    snprintf(out, sizeof out, "%s/%s", dir, name);
+    FILE *o = fopen(out, "wb");
+    int rc = o && fwrite(&ctl, 1, 1, o) == 1 && fwrite(buf, 1, len, o) == len ? 0 : -1;
+    if (o && fclose(o) != 0)
+        rc = -1;
+    free(counts);
+    free(buf);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+        fprintf(stderr, "usage: %s CORPUSDIR\n", argv[0]);
         return 2;
     }
+    char vdir[2048], fdir[2048];
+    snprintf(vdir, sizeof vdir, "%s/vault", argv[1]);
+    snprintf(fdir, sizeof fdir, "%s/freq", argv[1]);
     char *dir = tu_tmpdir(), *tmp = tu_path(dir, "seed.smoe");
     static const char *const extra[] = {"quant", "q4_k", "note", "caf\xc3\xa9=ok", NULL};
     struct {
@@ -110,7 +142,7 @@ int main(int argc, char **argv)
     int rc = 0;
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
         char out[4096];
-        snprintf(out, sizeof out, "%s/seed-%s", argv[1], seeds[i].name);
+        snprintf(out, sizeof out, "%s/seed-%s", vdir, seeds[i].name);
         if (tu_make_vault_ex(tmp, &seeds[i].o) != 0) {
             fprintf(stderr, "%s: %s\n", seeds[i].name, smoe_last_error());
             rc = 1;
@@ -122,5 +154,12 @@ int main(int argc, char **argv)
     tu_rmdir(dir);
     free(tmp);
     free(dir);
+
+    /* fuzz_freq: control bits 1 (fix the checksum), 2 (fix the total),
+     * 4 (decode for the vault the header names). */
+    const smoe__freq_id small = {1, 4, 0, 0}, grid = {3, 8, 0xabcdef12345ull, 123456};
+    rc |= write_freq(fdir, "seed-1x4", 0, &small, 0) != 0;
+    rc |= write_freq(fdir, "seed-3x8", 4, &grid, 0) != 0;
+    rc |= write_freq(fdir, "seed-3x8-fixup", 7, &grid, 1) != 0;
     return rc;
 }
