@@ -129,8 +129,14 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
         return SMOE_FREQ_CORRUPT;
     }
     uint64_t total = 0;
-    for (uint64_t i = 0; i < n; i++)
-        total += get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t count = get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+        if (count > UINT64_MAX - total) {
+            *why = "counts overflow their total";
+            return SMOE_FREQ_CORRUPT;
+        }
+        total += count;
+    }
     if (total != get64(buf + F_TOTAL)) {
         *why = "total does not match the counts";
         return SMOE_FREQ_CORRUPT;
