@@ -17,7 +17,7 @@ flags="-fprofile-instr-generate -fcoverage-mapping"
 CC=clang cmake -S . -B build-cov -DCMAKE_BUILD_TYPE=Debug -DSMOE_BUILD_EXAMPLES=OFF \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
 cmake --build build-cov -j2 --target fuzz_vault_replay fuzz_safetensors_replay \
-    fuzz_gguf_replay >/dev/null
+    fuzz_gguf_replay fuzz_freq_replay >/dev/null
 
 report() { # target, files...
     t=$1
@@ -36,3 +36,4 @@ report() { # target, files...
 report vault src/vault_read.c src/vault_check.c src/dtype.c
 report safetensors src/tool/pack_safetensors.c src/tool/pack_config.c
 report gguf src/tool/pack_gguf.c
+report freq src/freq.c
