@@ -89,6 +89,35 @@ static int write_seed(const char *vault, const char *out)
     return 0;
 }
 
+/* Two layouts (layer 0: gate/up/down; layer 1: one u8 tensor). */
+static int write_two_layouts(const char *path)
+{
+    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
+    wo.layers = 2;
+    wo.experts = 2;
+    smoe_writer *w;
+    int rc = smoe_writer_open(path, &wo, &w);
+    if (rc < 0)
+        return rc;
+    smoe_component a[3], b[3];
+    uint32_t na = tu_layout(a, 4000), nb = tu_layout(b, 300), ia, ib;
+    unsigned char buf[4096];
+    if ((rc = smoe_writer_add_layout(w, a, na, &ia)) < 0 ||
+        (rc = smoe_writer_add_layout(w, b, nb, &ib)) < 0 ||
+        (rc = smoe_writer_set_meta(w, "top_k", "1")) < 0)
+        goto fail;
+    for (uint32_t k = 0; k < 4; k++) {
+        uint32_t layer = k / 2, size = layer ? 300 : 4000;
+        tu_blob_fill(buf, size, 9, layer, k % 2);
+        if ((rc = smoe_writer_add_blob(w, layer, k % 2, layer ? ib : ia, buf, size)) < 0)
+            goto fail;
+    }
+    return smoe_writer_finish(w);
+fail:
+    smoe_writer_abort(w);
+    return rc;
+}
+
 static int odd_present(uint32_t layer, uint32_t expert)
 {
     return (layer + expert) % 3 != 1;
@@ -151,6 +180,13 @@ int main(int argc, char **argv)
         rc |= write_seed(tmp, out) != 0;
         unlink(tmp);
     }
+    char out2[4096];
+    snprintf(out2, sizeof out2, "%s/seed-two-layouts", vdir);
+    if (write_two_layouts(tmp) != 0 || write_seed(tmp, out2) != 0) {
+        fprintf(stderr, "two-layouts: %s\n", smoe_last_error());
+        rc = 1;
+    }
+    unlink(tmp);
     tu_rmdir(dir);
     free(tmp);
     free(dir);
