@@ -319,6 +319,8 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
 
 /* ---- the platform reader ---------------------------------------------- */
 
+/* Linux: /proc and cgroup files, read through the io table. */
+#if defined(__linux__)
 #define READ_MAX (1u << 20) /* mountinfo of a busy host stays far below */
 
 /*
@@ -457,6 +459,8 @@ static void walk_levels(const smoe__io *io, smoe__mem_probe *p, const smoe__cg_m
             break;
     }
 }
+
+#endif /* __linux__ */
 
 void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p)
 {

@@ -1,9 +1,10 @@
 #!/bin/sh
-# Install what is missing, build with warnings as errors, run the whole test
-# suite. Used by CI (.ci/run) on a clean clone. docs/testing.md describes
-# each stage and the longer settings for manual runs.
+# Install what is missing, build with warnings as errors, cross-compile for
+# macOS, run the whole test suite (ABI checks included: ctest -L abi). Used
+# by CI (.ci/run) on a clean clone. docs/testing.md describes each stage and
+# the longer settings for manual runs.
 #
-#   1. the normal build and every test, the stress for 60 s
+#   1. the normal build, the macOS cross build, every test, the stress for 60 s
 #   2. ASan + UBSan (LeakSanitizer included): every test
 #   3. TSan (clang): the concurrency tests, the stress for 30 s
 #   4. libFuzzer (clang): 30 s per fuzz target, from the kept corpus
@@ -15,7 +16,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 . tests/deps.sh
-smoe_install_deps clang libclang-rt-dev llvm
+# abigail-tools: abidw/abidiff (tests/abi/check_abi.sh); file, llvm, lld:
+# reading and relinking the Mach-O files of the macOS cross build; clang,
+# libclang-rt-dev: TSan and the fuzzers; llvm: llvm-cov for fuzz coverage.
+smoe_install_deps abigail-tools file llvm lld clang libclang-rt-dev
 jobs=$(nproc 2>/dev/null || echo 2)
 stages=${SMOE_CI_STAGES:-"1 2 3 4 5"}
 want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -26,6 +30,9 @@ if want 1; then
     cmake -S . -B build -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DSMOE_STRESS_SECONDS=60
     cmake --build build -j"$jobs"
+    # The macOS build: zig from the npm registry, compiled and linked, not
+    # run (docs/portability.md). Says SKIP when zig cannot be had.
+    tests/macos/build.sh build/macos
     (cd build && ctest --output-on-failure --timeout 900)
 fi
 

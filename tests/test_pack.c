@@ -1035,6 +1035,55 @@ static void test_interrupted(void **state)
     fx_free(&m);
 }
 
+/* The engine's view: open the packed vault with its scout file, claim an
+ * expert, find its components by name, read the source's bytes there. */
+static void test_stream_packed(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    gguf_model(&m, 1);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 64), 0);
+    assert_int_equal(pack(path("tiny.gguf"), NULL), 0);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.ring_slots = 4;
+    o.workers = 2;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    o.scout_path = path("out.scout");
+    smoe_stream *s = NULL;
+    int rc = smoe_open(path("out.smoe"), &o, &s);
+    if (rc)
+        fail_msg("smoe_open: %s: %s", smoe_err_name(rc), smoe_last_error());
+    smoe_vault_info vi;
+    memset(&vi, 0, sizeof vi);
+    vi.struct_size = sizeof vi;
+    assert_int_equal(smoe_vault_info_get(s, &vi), 0);
+    assert_int_equal(vi.top_k, 2);
+    assert_string_equal(smoe_meta_get(s, "arch"), "qwen3moe");
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t e = 0; e < 4; e += 3) {
+            smoe_blob b;
+            rc = smoe_claim_wait(s, l, e, UINT64_MAX, &b);
+            if (rc < 0)
+                fail_msg("claim (%u, %u): %s: %s", l, e, smoe_err_name(rc), smoe_last_error());
+            static const char *const comps[] = {"gate", "up", "down"};
+            for (int k = 0; k < 3; k++) {
+                smoe_component c;
+                assert_int_equal(smoe_layout_find(s, b.layout, comps[k], &c), 0);
+                char tn[64];
+                snprintf(tn, sizeof tn, "blk.%u.ffn_%s_exps.weight", l, comps[k]);
+                const fx_tensor *t = fx_find(&m, tn);
+                assert_non_null(t);
+                uint64_t slice = t->nbytes / 4;
+                assert_int_equal(c.nbytes, slice);
+                assert_memory_equal((const uint8_t *)b.data + c.offset, t->data + e * slice,
+                                    slice);
+            }
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+    assert_int_equal(smoe_close(s), 0);
+    fx_free(&m);
+}
+
 /* A write that fails anywhere (scout or vault) fails the pack, leaving nothing. */
 static void test_write_faults(void **state)
 {
@@ -1127,6 +1176,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scout_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_packed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -397,6 +397,11 @@ int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pac
         uint32_t id;
         if ((rc = smoe_writer_add_layout(w, p->layouts[i].comps, p->layouts[i].n, &id)) < 0)
             goto out;
+        if (id != i) { /* blobs name layouts by the plan's index */
+            rc = smoe__fail(SMOE_EINVAL, "%s: layout %" PRIu32 " was given id %" PRIu32,
+                            o->out, i, id);
+            goto out;
+        }
     }
     if ((rc = set_meta(&c, w, scout_path)) < 0)
         goto out;
