@@ -56,6 +56,10 @@ static void evicted(struct smoe_stream *s, uint32_t v, uint64_t old)
         if (counted_spec)
             smoe__spec_put(s);
     }
+    /* A claimer parked on the old word (a cancelled read) must look again:
+     * our CAS dropped its WAITERS flag. */
+    if (old & SMOE__W_WAITERS)
+        smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
 }
 
 /* Take a speculation budget unit. 1 if taken. */
