@@ -16,6 +16,8 @@ static const struct {
     {"verify", cmd_verify, "check every blob's checksum"},
     {"read", cmd_read, "stream every blob once through the library"},
     {"budget", cmd_budget, "show how the ring would be sized on this machine"},
+    {"trace-gen", cmd_trace_gen, "write a synthetic routing trace"},
+    {"bench", cmd_bench, "replay a trace: the library against the page cache"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,295 @@
+/*
+ * bench_os.c - the modes that leave caching to the operating system, run
+ * with the same loop and the same number of threads as the library:
+ *   pagecache: buffered pread of each expert into a private buffer;
+ *   mmap:      the vault mapped, each expert copied out of the mapping;
+ *   direct:    O_DIRECT pread every time, nothing retained.
+ *
+ * A pool of cfg->workers threads takes the k reads of one (token, layer)
+ * from a shared task list; the replay thread waits for all k, simulates
+ * compute, and moves on. Each task position has its own 16 KiB-aligned
+ * buffer (an engine's per-layer expert buffers). Page-cache hits are read
+ * off the kernel with mincore() on a read-only mapping just before each
+ * read: all pages resident is a hit, anything less a miss. --os-advice
+ * turns the kernel's read-ahead off (random) or replaces it with a
+ * WILLNEED of exactly each expert's bytes before it is read (willneed).
+ *
+ * Locking: pool.mu guards n_tasks, next, done, stop and the task array;
+ * workers sleep on work_cv, the replay thread on done_cv.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "tool.h"
+
+#define BUF_ALIGN 16384
+
+typedef struct task {
+    uint64_t off, len;
+    int hit;
+    int err; /* errno of a failed read, or -1 for a short file */
+} task;
+
+typedef struct pool {
+    const bench_env *env;
+    int mode;
+    int fd;                  /* pagecache: buffered; direct: O_DIRECT */
+    unsigned char *map;      /* mmap: the data; pagecache: probe only */
+    uint64_t map_len;
+    size_t page;
+    int willneed;            /* --os-advice willneed */
+    unsigned char *bufs[TRACE_MAX_K];
+    unsigned char *vecs[TRACE_MAX_K]; /* mincore vectors */
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    task tasks[TRACE_MAX_K];
+    uint32_t n_tasks, next, done;
+    int stop;
+} pool;
+
+static int resident(pool *p, uint32_t i, uint64_t off, uint64_t len)
+{
+    if (!p->map)
+        return 0;
+    uint64_t pages = (len + p->page - 1) / p->page;
+    if (mincore(p->map + off, len, p->vecs[i]) < 0)
+        return 0;
+    for (uint64_t j = 0; j < pages; j++)
+        if (!(p->vecs[i][j] & 1))
+            return 0;
+    return 1;
+}
+
+static void do_task(pool *p, uint32_t i)
+{
+    task *t = &p->tasks[i];
+    unsigned char *buf = p->bufs[i];
+    t->hit = p->mode == BENCH_DIRECT ? 0 : resident(p, i, t->off, t->len);
+    t->err = 0;
+    /* WILLNEED starts the whole expert's read at once, exactly its range
+     * (after the probe: pages being read already count as cached) */
+    if (p->willneed && p->mode == BENCH_MMAP)
+        (void)posix_madvise(p->map + t->off, t->len, POSIX_MADV_WILLNEED);
+    else if (p->willneed && p->mode == BENCH_PAGECACHE)
+        (void)posix_fadvise(p->fd, (off_t)t->off, (off_t)t->len, POSIX_FADV_WILLNEED);
+    if (p->mode == BENCH_MMAP) {
+        memcpy(buf, p->map + t->off, t->len);
+        return;
+    }
+    uint64_t done = 0;
+    while (done < t->len) {
+        ssize_t n = pread(p->fd, buf + done, t->len - done, (off_t)(t->off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            t->err = n < 0 ? errno : -1;
+            return;
+        }
+        done += (uint64_t)n;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->next >= p->n_tasks)
+            pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->stop)
+            break;
+        uint32_t i = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        do_task(p, i);
+        pthread_mutex_lock(&p->mu);
+        if (++p->done == p->n_tasks)
+            pthread_cond_signal(&p->done_cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int replay(pool *p, bench_clock *c, bench_result *r)
+{
+    const bench_env *env = p->env;
+    const tool_trace *t = &env->trace;
+    for (size_t tok = 0; tok < env->n_tokens; tok++) {
+        uint64_t wait = 0;
+        for (size_t row = t->tok_row[tok]; row < t->tok_row[tok + 1]; row++) {
+            uint32_t layer = t->row_layer[row];
+            const uint32_t *e = &t->ids[t->row_off[row]];
+            uint32_t k = t->row_off[row + 1] - t->row_off[row];
+            uint64_t t0 = tool_now_ns();
+            pthread_mutex_lock(&p->mu);
+            for (uint32_t i = 0; i < k; i++) {
+                const bench_blob *b = &env->blobs[(size_t)layer * env->experts + e[i]];
+                p->tasks[i].off = b->offset;
+                p->tasks[i].len = b->padded;
+            }
+            p->n_tasks = k;
+            p->next = 0;
+            p->done = 0;
+            pthread_cond_broadcast(&p->work_cv);
+            while (p->done < k)
+                pthread_cond_wait(&p->done_cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            wait += tool_now_ns() - t0;
+            for (uint32_t i = 0; i < k; i++) {
+                const task *tk = &p->tasks[i];
+                if (tk->err) {
+                    snprintf(r->error, sizeof r->error,
+                             "%s: reading layer %u expert %u (offset %llu, %llu bytes): %s",
+                             env->cfg->vault, layer, e[i], (unsigned long long)tk->off,
+                             (unsigned long long)tk->len,
+                             tk->err > 0 ? strerror(tk->err) : "file ends early");
+                    return -1;
+                }
+                r->hits += (uint64_t)tk->hit;
+                r->misses += (uint64_t)!tk->hit;
+                r->bytes_requested += tk->len;
+                if (p->mode == BENCH_DIRECT)
+                    r->bytes_read += tk->len;
+            }
+            r->requests += k;
+            bench_spin_us(env->cfg->compute_us);
+        }
+        c->wait_ns[tok] = wait;
+        c->hits = r->hits;
+        c->requests = r->requests;
+        bench_clock_token(c, tok);
+    }
+    return 0;
+}
+
+void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result *r)
+{
+    const bench_cfg *cfg = env->cfg;
+    pool p;
+    memset(&p, 0, sizeof p);
+    p.env = env;
+    p.mode = mode;
+    p.fd = -1;
+    p.page = (size_t)sysconf(_SC_PAGESIZE);
+    p.willneed = cfg->os_advice == BENCH_ADVICE_WILLNEED;
+    r->slots = (uint32_t)(memory / env->slot_bytes);
+    snprintf(r->hit_method, sizeof r->hit_method, mode == BENCH_DIRECT ? "none" : "mincore");
+    pthread_t *th = calloc(cfg->workers, sizeof *th);
+    uint32_t started = 0;
+    int inited = 0;
+    if (!th) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        return;
+    }
+
+    int flags = O_RDONLY | O_CLOEXEC;
+    if (mode == BENCH_DIRECT) {
+#if defined(O_DIRECT)
+        flags |= O_DIRECT;
+#endif
+    }
+    if (mode != BENCH_MMAP) {
+        p.fd = open(cfg->vault, flags);
+        if (p.fd < 0) {
+            snprintf(r->error, sizeof r->error, "%s: cannot open%s: %s", cfg->vault,
+                     mode == BENCH_DIRECT ? " with O_DIRECT" : "", strerror(errno));
+            goto out;
+        }
+#if defined(__APPLE__)
+        if (mode == BENCH_DIRECT)
+            (void)fcntl(p.fd, F_NOCACHE, 1);
+#endif
+        if (mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
+            (void)posix_fadvise(p.fd, 0, 0, POSIX_FADV_RANDOM);
+    }
+    if (mode != BENCH_DIRECT) {
+        int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
+        if (mfd < 0) {
+            snprintf(r->error, sizeof r->error, "%s: cannot open: %s", cfg->vault,
+                     strerror(errno));
+            goto out;
+        }
+        p.map_len = env->file_size;
+        void *m = mmap(NULL, p.map_len, PROT_READ, MAP_SHARED, mfd, 0);
+        close(mfd);
+        if (m == MAP_FAILED) {
+            snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", cfg->vault,
+                     (unsigned long long)p.map_len, strerror(errno));
+            goto out;
+        }
+        p.map = m;
+        if (mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
+            (void)posix_madvise(m, p.map_len, POSIX_MADV_RANDOM);
+    }
+    size_t vec_len = (size_t)((env->slot_bytes + p.page - 1) / p.page);
+    for (uint32_t i = 0; i < env->max_k; i++) {
+        void *b;
+        if (posix_memalign(&b, BUF_ALIGN, (size_t)env->slot_bytes)) {
+            snprintf(r->error, sizeof r->error, "out of memory for %u buffers of %llu bytes",
+                     env->max_k, (unsigned long long)env->slot_bytes);
+            goto out;
+        }
+        p.bufs[i] = b;
+        p.vecs[i] = malloc(vec_len);
+        if (!p.vecs[i]) {
+            snprintf(r->error, sizeof r->error, "out of memory");
+            goto out;
+        }
+    }
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.work_cv, NULL);
+    pthread_cond_init(&p.done_cv, NULL);
+    inited = 1;
+    for (; started < cfg->workers; started++)
+        if (pthread_create(&th[started], NULL, worker_main, &p)) {
+            snprintf(r->error, sizeof r->error, "cannot start reader thread %u", started);
+            goto out;
+        }
+
+    r->start_rss = bench_rss_now();
+    bench_clock c;
+    if (bench_clock_init(&c, env, bench_mode_name(mode)) < 0) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        goto out;
+    }
+    double u0, s0;
+    bench_cpu_now(&u0, &s0);
+    uint64_t io0 = bench_io_read_bytes();
+    int rc = replay(&p, &c, r);
+    uint64_t io1 = bench_io_read_bytes();
+    bench_clock_finish(&c, r, u0, s0);
+    if (mode != BENCH_DIRECT)
+        r->bytes_read = io1 - io0;
+    r->workers = cfg->workers;
+    r->ok = rc == 0;
+out:
+    if (inited) {
+        pthread_mutex_lock(&p.mu);
+        p.stop = 1;
+        pthread_cond_broadcast(&p.work_cv);
+        pthread_mutex_unlock(&p.mu);
+    }
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (inited) {
+        pthread_mutex_destroy(&p.mu);
+        pthread_cond_destroy(&p.work_cv);
+        pthread_cond_destroy(&p.done_cv);
+    }
+    free(th);
+    for (uint32_t i = 0; i < TRACE_MAX_K; i++) {
+        free(p.bufs[i]);
+        free(p.vecs[i]);
+    }
+    if (p.map)
+        munmap(p.map, p.map_len);
+    if (p.fd >= 0)
+        close(p.fd);
+}
