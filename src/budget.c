@@ -330,13 +330,14 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
  */
 static char *read_text(const smoe__io *io, const char *path, int *err)
 {
-    int fd = io->open(io, path, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(io, path, SMOE__IO_RDONLY);
     if (fd < 0) {
         *err = fd;
         return NULL;
     }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
+    int interrupted = 0; /* in a row, as smoe__io_read_full counts them */
     *err = 0;
     while (buf) {
         if (cap - len < 2) {
@@ -351,22 +352,23 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
             cap *= 2;
         }
         ssize_t r = io->pread(io, fd, buf + len, cap - len - 1, len);
-        if (r == -EINTR)
+        if (r == -EINTR && ++interrupted < SMOE__IO_MAX_STALLS)
             continue;
         if (r < 0) {
             *err = (int)r;
             break;
         }
         if (r == 0) {
-            io->close(io, fd);
+            smoe__io_close(io, fd);
             buf[len] = 0;
             return buf;
         }
         len += (size_t)r;
+        interrupted = 0;
     }
     if (!buf || !*err)
         *err = SMOE_ENOMEM;
-    io->close(io, fd);
+    smoe__io_close(io, fd);
     free(buf);
     return NULL;
 }
@@ -519,11 +521,11 @@ void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p)
 
 static int scout_size(struct smoe_stream *s, const char *path, uint64_t *bytes)
 {
-    int fd = s->io->open(s->io, path, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY);
     if (fd < 0)
         return smoe__fail(SMOE_ESYS, "open: scout file %s: %s", path, strerror(-fd));
-    int r = s->io->size(s->io, fd, bytes);
-    s->io->close(s->io, fd);
+    int r = smoe__io_size(s->io, fd, bytes);
+    smoe__io_close(s->io, fd);
     if (r < 0)
         return smoe__fail(SMOE_ESYS, "open: scout file %s: cannot read its size: %s", path,
                           strerror(-r));

@@ -129,8 +129,14 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
         return SMOE_FREQ_CORRUPT;
     }
     uint64_t total = 0;
-    for (uint64_t i = 0; i < n; i++)
-        total += get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t count = get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+        if (count > UINT64_MAX - total) {
+            *why = "counts overflow their total";
+            return SMOE_FREQ_CORRUPT;
+        }
+        total += count;
+    }
     if (total != get64(buf + F_TOTAL)) {
         *why = "total does not match the counts";
         return SMOE_FREQ_CORRUPT;
@@ -172,14 +178,14 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
     smoe__freq *f = &s->freq;
     const smoe__io *io = s->io;
     *eno = 0;
-    int fd = io->open(io, f->path, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(io, f->path, SMOE__IO_RDONLY);
     if (fd < 0) {
         *eno = -fd;
         *why = strerror(-fd);
         return fd == -ENOENT ? SMOE_FREQ_ABSENT : SMOE_FREQ_UNREADABLE;
     }
     uint64_t size = 0;
-    int r = io->size(io, fd, &size);
+    int r = smoe__io_size(io, fd, &size);
     const uint64_t most = SMOE__FREQ_HEADER_SIZE + 8ull * SMOE__MAX_EXPERTS_TOTAL;
     int st;
     unsigned char *buf = NULL;
@@ -201,7 +207,7 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
         st = smoe__freq_decode(buf, size, &id, counts, why);
     }
     free(buf);
-    io->close(io, fd);
+    smoe__io_close(io, fd);
     return st;
 }
 
@@ -223,10 +229,10 @@ static int probe_writable(const smoe__io *io, const char *path)
     char *t = tmp_name(path);
     if (!t)
         return -ENOMEM;
-    int fd = io->open(io, t, SMOE__IO_WRONLY);
+    int fd = smoe__io_open(io, t, SMOE__IO_WRONLY);
     if (fd >= 0) {
-        io->close(io, fd);
-        io->unlink(io, t);
+        smoe__io_close(io, fd);
+        smoe__io_unlink(io, t);
     }
     free(t);
     return fd < 0 ? fd : 0;
@@ -292,10 +298,10 @@ static void sync_dir(const smoe__io *io, const char *path)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = io->open(io, dir, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(io, dir, SMOE__IO_RDONLY);
     if (fd >= 0) {
-        io->fsync(io, fd); /* best effort: some file systems refuse */
-        io->close(io, fd);
+        smoe__io_fsync(io, fd); /* best effort: some file systems refuse */
+        smoe__io_close(io, fd);
     }
 }
 
@@ -306,7 +312,7 @@ static int write_atomic(const smoe__io *io, const char *path, const unsigned cha
     char *tmp = tmp_name(path);
     if (!tmp)
         return smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
-    int r, eno = 0, fd = io->open(io, tmp, SMOE__IO_WRONLY);
+    int r, eno = 0, fd = smoe__io_open(io, tmp, SMOE__IO_WRONLY);
     if (fd < 0) {
         r = smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, tmp, strerror(-fd));
         free(tmp);
@@ -315,16 +321,16 @@ static int write_atomic(const smoe__io *io, const char *path, const unsigned cha
     if ((r = smoe__io_write_full(io, fd, buf, len, 0, &eno)) < 0)
         r = smoe__fail(SMOE_EIO, "%s: writing %zu bytes to %s failed: %s", fn, len, tmp,
                        strerror(eno));
-    else if ((r = io->fsync(io, fd)) < 0)
+    else if ((r = smoe__io_fsync(io, fd)) < 0)
         r = smoe__fail(SMOE_EIO, "%s: fsync of %s failed: %s", fn, tmp, strerror(-r));
-    int c = io->close(io, fd);
+    int c = smoe__io_close(io, fd);
     if (r == 0 && c < 0)
         r = smoe__fail(SMOE_EIO, "%s: close of %s failed: %s", fn, tmp, strerror(-c));
-    if (r == 0 && (r = io->rename(io, tmp, path)) < 0)
+    if (r == 0 && (r = smoe__io_rename(io, tmp, path)) < 0)
         r = smoe__fail(SMOE_ESYS, "%s: renaming %s to %s failed: %s", fn, tmp, path,
                        strerror(-r));
     if (r < 0)
-        io->unlink(io, tmp); /* the previous file stays as it was */
+        smoe__io_unlink(io, tmp); /* the previous file stays as it was */
     else
         sync_dir(io, path);
     free(tmp);

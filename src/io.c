@@ -11,10 +11,6 @@
 #include "smoe/smoe.h"
 #include "io.h"
 
-/* A read or write that makes no progress this many times in a row is
- * abandoned (EINTR storms, a file that keeps returning 0 bytes). */
-#define SMOE__IO_MAX_STALLS 64
-
 static int os_open(const smoe__io *io, const char *path, unsigned flags)
 {
     (void)io;
@@ -117,6 +113,63 @@ const smoe__io *smoe__io_get(void)
 void smoe__io_set(const smoe__io *io)
 {
     current_io = io ? io : &smoe__io_os;
+}
+
+/* Interrupted calls are retried up to SMOE__IO_MAX_STALLS times in a row. */
+static int interrupted(int r, int *tries)
+{
+    return r == -EINTR && ++*tries < SMOE__IO_MAX_STALLS;
+}
+
+int smoe__io_open(const smoe__io *io, const char *path, unsigned flags)
+{
+    int r, tries = 0;
+    do
+        r = io->open(io, path, flags);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+int smoe__io_fsync(const smoe__io *io, int fd)
+{
+    int r, tries = 0;
+    do
+        r = io->fsync(io, fd);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+int smoe__io_rename(const smoe__io *io, const char *from, const char *to)
+{
+    int r, tries = 0;
+    do
+        r = io->rename(io, from, to);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+int smoe__io_unlink(const smoe__io *io, const char *path)
+{
+    int r, tries = 0;
+    do
+        r = io->unlink(io, path);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+int smoe__io_size(const smoe__io *io, int fd, uint64_t *size)
+{
+    int r, tries = 0;
+    do
+        r = io->size(io, fd, size);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+int smoe__io_close(const smoe__io *io, int fd)
+{
+    int r = io->close(io, fd);
+    return r == -EINTR ? 0 : r;
 }
 
 int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,

@@ -7,6 +7,10 @@
  * short reads or EINTR, or delays (tests/fault_io.c).
  *
  * Return convention: >= 0 success, -errno on failure (never -1 + errno).
+ * A table may return -EINTR from any call, as the system calls do when a
+ * signal arrives. The library therefore makes its calls through the
+ * wrappers below, which retry an interrupted call a bounded number of
+ * times (never close: after EINTR the descriptor is gone).
  */
 #ifndef SMOE_IO_H
 #define SMOE_IO_H
@@ -15,6 +19,10 @@
 #include <stdint.h>
 #include <stdatomic.h>
 #include <sys/types.h>
+
+/* A call that is interrupted or makes no progress this many times in a row
+ * is abandoned (EINTR storms, a file that keeps returning 0 bytes). */
+#define SMOE__IO_MAX_STALLS 64
 
 /* smoe__io.open flags (translated to O_* by the OS table) */
 enum {
@@ -46,6 +54,20 @@ extern const smoe__io smoe__io_os;
  */
 const smoe__io *smoe__io_get(void);
 void smoe__io_set(const smoe__io *io); /* NULL restores smoe__io_os */
+
+/*
+ * io->open, fsync, rename, unlink and size, retrying -EINTR up to
+ * SMOE__IO_MAX_STALLS times in a row; then -EINTR is returned as a failure.
+ */
+int smoe__io_open(const smoe__io *io, const char *path, unsigned flags);
+int smoe__io_fsync(const smoe__io *io, int fd);
+int smoe__io_rename(const smoe__io *io, const char *from, const char *to);
+int smoe__io_unlink(const smoe__io *io, const char *path);
+int smoe__io_size(const smoe__io *io, int fd, uint64_t *size);
+/* io->close; -EINTR counts as closed (POSIX leaves the descriptor's state
+ * unspecified and Linux always frees it: retrying could close another
+ * thread's new descriptor). */
+int smoe__io_close(const smoe__io *io, int fd);
 
 /*
  * Read exactly n bytes at off, looping on EINTR and short reads. Gives up

@@ -102,7 +102,7 @@ static void close_fds(struct smoe_stream *s)
 {
     for (uint32_t i = 0; i < s->nworkers; i++) {
         if (s->workers[i].fd >= 0)
-            s->io->close(s->io, s->workers[i].fd);
+            smoe__io_close(s->io, s->workers[i].fd);
         s->workers[i].fd = -1;
     }
 }
@@ -113,7 +113,7 @@ static int open_fds(struct smoe_stream *s)
     const char *path = s->vault.path;
     int direct = !(s->flags & SMOE_OPEN_BUFFERED);
     for (uint32_t i = 0; i < s->nworkers; i++) {
-        int fd = s->io->open(s->io, path, SMOE__IO_RDONLY | (direct ? SMOE__IO_DIRECT : 0));
+        int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | (direct ? SMOE__IO_DIRECT : 0));
         if (fd == -EINVAL && direct && i == 0) {
             if (!(s->flags & SMOE_OPEN_ALLOW_BUFFERED))
                 return smoe__fail(SMOE_EDIRECTIO, "open: %s: the file system refuses "
@@ -136,9 +136,13 @@ static int open_fds(struct smoe_stream *s)
                                   mem_align, off_align, SMOE__ALIGN);
             /* Some file systems accept O_DIRECT at open and refuse the
              * first read: probe one aligned block into slot 0. */
-            ssize_t r = s->io->pread(s->io, fd, s->ring.base, SMOE__ALIGN, 0);
+            ssize_t r;
+            int tries = 0;
+            do
+                r = s->io->pread(s->io, fd, s->ring.base, SMOE__ALIGN, 0);
+            while (r == -EINTR && ++tries < SMOE__IO_MAX_STALLS);
             if (r == -EINVAL) {
-                s->io->close(s->io, fd);
+                smoe__io_close(s->io, fd);
                 s->workers[0].fd = -1;
                 if (!(s->flags & SMOE_OPEN_ALLOW_BUFFERED))
                     return smoe__fail(SMOE_EDIRECTIO, "open: %s: the file system refuses "

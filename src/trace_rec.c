@@ -197,7 +197,7 @@ static void *flusher_main(void *arg)
 static void rec_free(smoe__trace_rec *t)
 {
     if (t->fd >= 0)
-        t->io->close(t->io, t->fd);
+        smoe__io_close(t->io, t->fd);
     free(t->buf);
     free((void *)t->slots);
     free(t);
@@ -231,7 +231,7 @@ int smoe__trace_rec_open_cap(smoe__trace_rec **out, const char *path, uint32_t l
     atomic_init(&t->head, 0);
     atomic_init(&t->tail, 0);
     atomic_init(&t->dropped, 0);
-    int fd = t->io->open(t->io, path, SMOE__IO_WRONLY);
+    int fd = smoe__io_open(t->io, path, SMOE__IO_WRONLY);
     if (fd < 0) {
         rec_free(t);
         return smoe__fail(SMOE_ESYS, "%s: cannot create the trace file: %s", path,

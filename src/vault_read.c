@@ -637,11 +637,11 @@ const char *smoe__vault_meta(const smoe__vault *v, const char *key)
 static int load(loader *L, smoe__vault *v)
 {
     int rc;
-    int fd = L->io->open(L->io, L->path, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(L->io, L->path, SMOE__IO_RDONLY);
     if (fd < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot open the vault: %s", L->path, strerror(-fd));
     L->fd = fd;
-    if ((rc = L->io->size(L->io, fd, &L->actual)) < 0)
+    if ((rc = smoe__io_size(L->io, fd, &L->actual)) < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot get the file's size: %s", L->path,
                           strerror(-rc));
     if ((rc = check_header(L)) < 0 || (rc = check_counts(L)) < 0 ||
@@ -692,7 +692,7 @@ int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io)
     L.fd = -1;
     int rc = load(&L, v);
     if (L.fd >= 0)
-        io->close(io, L.fd);
+        smoe__io_close(io, L.fd);
     free(L.table);
     free(L.lct);
     free(L.meta);

@@ -156,8 +156,8 @@ static void writer_free(smoe_writer *w)
 static void writer_discard(smoe_writer *w)
 {
     if (w->fd >= 0)
-        w->io->close(w->io, w->fd);
-    w->io->unlink(w->io, w->tmp);
+        smoe__io_close(w->io, w->fd);
+    smoe__io_unlink(w->io, w->tmp);
     writer_free(w);
 }
 
@@ -215,7 +215,7 @@ SMOE_API int smoe_writer_open(const char *path, const smoe_writer_opts *opts,
         return smoe__fail(SMOE_ENOMEM, "%s: %s: out of memory", fn, path);
     }
     snprintf(w->tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    int fd = w->io->open(w->io, w->tmp, SMOE__IO_WRONLY);
+    int fd = smoe__io_open(w->io, w->tmp, SMOE__IO_WRONLY);
     if (fd < 0) {
         int rc = smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, w->tmp, strerror(-fd));
         writer_free(w);
@@ -452,10 +452,10 @@ static void sync_dir(const smoe_writer *w)
         return;
     if (slash)
         dir[slash == w->path ? 1 : slash - w->path] = 0;
-    int fd = w->io->open(w->io, dir, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(w->io, dir, SMOE__IO_RDONLY);
     if (fd >= 0) {
-        w->io->fsync(w->io, fd); /* best effort: some file systems refuse */
-        w->io->close(w->io, fd);
+        smoe__io_fsync(w->io, fd); /* best effort: some file systems refuse */
+        smoe__io_close(w->io, fd);
     }
     free(dir);
 }
@@ -514,13 +514,13 @@ static int finish(smoe_writer *w)
     free(t);
     if (rc < 0 || (rc = write_at(w, h, sizeof h, 0, "the header")) < 0)
         return rc;
-    if ((rc = w->io->fsync(w->io, w->fd)) < 0)
+    if ((rc = smoe__io_fsync(w->io, w->fd)) < 0)
         return smoe__fail(SMOE_EIO, "%s: %s: fsync failed: %s", fn, w->tmp, strerror(-rc));
-    rc = w->io->close(w->io, w->fd);
+    rc = smoe__io_close(w->io, w->fd);
     w->fd = -1;
     if (rc < 0)
         return smoe__fail(SMOE_EIO, "%s: %s: close failed: %s", fn, w->tmp, strerror(-rc));
-    if ((rc = w->io->rename(w->io, w->tmp, w->path)) < 0)
+    if ((rc = smoe__io_rename(w->io, w->tmp, w->path)) < 0)
         return smoe__fail(SMOE_ESYS, "%s: renaming %s to %s failed: %s", fn, w->tmp, w->path,
                           strerror(-rc));
     sync_dir(w);

@@ -11,25 +11,41 @@ static struct fault_io *F(const smoe__io *io)
     return (struct fault_io *)io->user;
 }
 
-/* 0: pass through; else the negative errno to return. */
+/* Count a call of class c; 0: pass through, else the negative errno. */
 static int fault(struct fault_io *f, enum fio_call c)
 {
     uint64_t n = atomic_fetch_add(&f->count[c], 1) + 1;
-    if (f->call != c)
+    uint64_t t = atomic_fetch_add(&f->total, 1) + 1;
+    int mode = atomic_load(&f->mode);
+    int call = atomic_load(&f->call);
+    if (mode == FIO_OFF || (call != (int)c && call != FIO_ANY))
         return 0;
-    switch (f->mode) {
+    uint64_t k = call == FIO_ANY ? t : n, nth = atomic_load(&f->nth);
+    switch (mode) {
     case FIO_FAIL_ONCE:
-        if (n == f->nth) {
+        if (k == nth) {
             atomic_fetch_add(&f->fired, 1);
-            return -f->err;
+            return -atomic_load(&f->err);
         }
         return 0;
     case FIO_FAIL_FROM:
-        if (n >= f->nth) {
+        if (k >= nth) {
             atomic_fetch_add(&f->fired, 1);
-            return -f->err;
+            return -atomic_load(&f->err);
         }
         return 0;
+    case FIO_FAIL_RANDOM: {
+        /* splitmix64 over a shared counter: any thread, no lock */
+        uint64_t z = atomic_fetch_add(&f->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        if (z % 1000 < nth) {
+            atomic_fetch_add(&f->fired, 1);
+            return -atomic_load(&f->err);
+        }
+        return 0;
+    }
     case FIO_EINTR_ALL:
         if (n % 2 == 1) {
             atomic_fetch_add(&f->fired, 1);
@@ -41,24 +57,44 @@ static int fault(struct fault_io *f, enum fio_call c)
     }
 }
 
+/* Bytes a read or write of n bytes, the kth of its class, may move. */
+static size_t shorten(struct fault_io *f, enum fio_call c, size_t n)
+{
+    int mode = atomic_load(&f->mode), call = atomic_load(&f->call);
+    if ((mode != FIO_SHORT && mode != FIO_SHORT_ONCE) || (call != (int)c && call != FIO_ANY))
+        return n;
+    uint64_t k = call == FIO_ANY ? atomic_load(&f->total) : atomic_load(&f->count[c]);
+    uint64_t nth = atomic_load(&f->nth), sb = atomic_load(&f->short_bytes);
+    if ((mode == FIO_SHORT ? k >= nth : k == nth) && n > sb) {
+        atomic_fetch_add(&f->fired, 1);
+        return (size_t)sb;
+    }
+    return n;
+}
+
 static int f_open(const smoe__io *io, const char *path, unsigned flags)
 {
     struct fault_io *f = F(io);
     int e = fault(f, FIO_OPEN);
     if (e)
         return e;
-    if (f->refuse_direct == 1 && (flags & SMOE__IO_DIRECT))
+    if (atomic_load(&f->refuse_direct) == 1 && (flags & SMOE__IO_DIRECT))
         return -EINVAL;
     int fd = smoe__io_os.open(&smoe__io_os, path, flags);
     if (fd >= 0 && fd < 1024)
-        f->direct_fd[fd] = !!(flags & SMOE__IO_DIRECT);
+        atomic_store(&f->direct_fd[fd], !!(flags & SMOE__IO_DIRECT));
+    if (fd >= 0)
+        atomic_fetch_add(&f->open_fds, 1);
     return fd;
 }
 
 static int f_close(const smoe__io *io, int fd)
 {
-    int e = fault(F(io), FIO_CLOSE);
+    struct fault_io *f = F(io);
+    int e = fault(f, FIO_CLOSE);
     int r = smoe__io_os.close(&smoe__io_os, fd); /* always close: no leaked fds */
+    if (r == 0)
+        atomic_fetch_sub(&f->open_fds, 1);
     return e ? e : r;
 }
 
@@ -78,25 +114,25 @@ static ssize_t f_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t
         }
         atomic_store(&f->holding, 0);
     }
-    if (f->delay_us) {
-        struct timespec ts = {f->delay_us / 1000000, (long)(f->delay_us % 1000000) * 1000};
+    uint32_t us = atomic_load(&f->delay_us);
+    if (us) {
+        struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
-    if (f->mode == FIO_FAIL_OFFSET && f->call == FIO_PREAD && off == f->offset) {
+    if (atomic_load(&f->mode) == FIO_FAIL_OFFSET && atomic_load(&f->call) == FIO_PREAD &&
+        off == atomic_load(&f->offset)) {
         atomic_fetch_add(&f->fired, 1);
         atomic_fetch_add(&f->count[FIO_PREAD], 1);
-        return -f->err;
+        atomic_fetch_add(&f->total, 1);
+        return -atomic_load(&f->err);
     }
     int e = fault(f, FIO_PREAD);
     if (e)
         return e;
-    if (f->refuse_direct == 2 && fd >= 0 && fd < 1024 && f->direct_fd[fd])
+    if (atomic_load(&f->refuse_direct) == 2 && fd >= 0 && fd < 1024 &&
+        atomic_load(&f->direct_fd[fd]))
         return -EINVAL;
-    if (f->mode == FIO_SHORT && f->call == FIO_PREAD &&
-        atomic_load(&f->count[FIO_PREAD]) >= f->nth && n > f->short_bytes) {
-        atomic_fetch_add(&f->fired, 1);
-        n = f->short_bytes;
-    }
+    n = shorten(f, FIO_PREAD, n);
     return smoe__io_os.pread(&smoe__io_os, fd, buf, n, off);
 }
 
@@ -106,11 +142,7 @@ static ssize_t f_pwrite(const smoe__io *io, int fd, const void *buf, size_t n, u
     int e = fault(f, FIO_PWRITE);
     if (e)
         return e;
-    if (f->mode == FIO_SHORT && f->call == FIO_PWRITE &&
-        atomic_load(&f->count[FIO_PWRITE]) >= f->nth && n > f->short_bytes) {
-        atomic_fetch_add(&f->fired, 1);
-        n = f->short_bytes;
-    }
+    n = shorten(f, FIO_PWRITE, n);
     return smoe__io_os.pwrite(&smoe__io_os, fd, buf, n, off);
 }
 
@@ -149,4 +181,25 @@ void fault_io_install(struct fault_io *f)
 void fault_io_remove(void)
 {
     smoe__io_set(NULL);
+}
+
+void fault_io_arm(struct fault_io *f, enum fio_mode mode, enum fio_call call, uint64_t nth,
+                  int err, uint64_t arg)
+{
+    atomic_store(&f->mode, FIO_OFF);
+    for (int c = 0; c < FIO_NCALLS; c++)
+        atomic_store(&f->count[c], 0);
+    atomic_store(&f->total, 0);
+    atomic_store(&f->fired, 0);
+    atomic_store(&f->call, (int)call);
+    atomic_store(&f->nth, nth);
+    atomic_store(&f->err, err);
+    atomic_store(&f->short_bytes, arg);
+    atomic_store(&f->offset, arg);
+    atomic_store(&f->mode, (int)mode);
+}
+
+void fault_io_disarm(struct fault_io *f)
+{
+    atomic_store(&f->mode, FIO_OFF);
 }

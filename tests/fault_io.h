@@ -2,6 +2,12 @@
  * fault_io.h - a smoe__io table for tests: passes every call to the OS and
  * can fail, shorten, interrupt, delay or hold chosen calls, and records the
  * offsets of the reads it saw.
+ *
+ * Counting: every call increments its class's counter and the total; a
+ * fault aimed at the Nth call of a class (or, with FIO_ANY, the Nth call of
+ * any class) fires on exactly that call, whichever thread makes it. The
+ * settings may be changed while streams run (they are atomics); a test sets
+ * the other fields first and `mode` last.
  */
 #ifndef SMOE_TEST_FAULT_IO_H
 #define SMOE_TEST_FAULT_IO_H
@@ -12,32 +18,39 @@
 #include "io.h"
 
 enum fio_call { FIO_OPEN, FIO_CLOSE, FIO_PREAD, FIO_PWRITE, FIO_FSYNC, FIO_RENAME,
-                FIO_UNLINK, FIO_SIZE, FIO_NCALLS };
+                FIO_UNLINK, FIO_SIZE, FIO_NCALLS,
+                FIO_ANY = FIO_NCALLS /* `call`: count calls of every class together */ };
 
 enum fio_mode {
     FIO_OFF = 0,
     FIO_FAIL_ONCE,       /* the Nth call of `call` fails with err, once */
     FIO_FAIL_FROM,       /* the Nth call and every later one fail */
     FIO_SHORT,           /* reads/writes from the Nth on move at most `short_bytes` */
-    FIO_EINTR_ALL,       /* every call of `call` returns -EINTR once before succeeding */
-    FIO_FAIL_OFFSET      /* preads at file offset `offset` fail with err (persistent) */
+    FIO_SHORT_ONCE,      /* only the Nth read/write moves at most `short_bytes` */
+    FIO_EINTR_ALL,       /* every call of `call` returns -EINTR once before it is made
+                          * (close: after it is made, as Linux does) */
+    FIO_FAIL_OFFSET,     /* preads at file offset `offset` fail with err (persistent) */
+    FIO_FAIL_RANDOM      /* each call of `call` fails with err with probability nth/1000 */
 };
 
 struct fault_io {
     smoe__io io;                 /* first: the table handed to smoe__io_set */
-    enum fio_mode mode;
-    enum fio_call call;
-    uint64_t nth;                /* 1-based */
-    int err;                     /* positive errno */
-    uint64_t offset;
-    uint64_t short_bytes;
+    _Atomic int mode;            /* enum fio_mode */
+    _Atomic int call;            /* enum fio_call */
+    _Atomic uint64_t nth;        /* 1-based */
+    _Atomic int err;             /* positive errno */
+    _Atomic uint64_t offset;
+    _Atomic uint64_t short_bytes;
     _Atomic uint64_t count[FIO_NCALLS];
+    _Atomic uint64_t total;      /* calls of every class */
     _Atomic uint64_t fired;      /* faults injected */
+    _Atomic uint64_t rng;        /* FIO_FAIL_RANDOM's sequence */
     _Atomic int hold;            /* while set, preads wait (to queue work behind a busy worker) */
     _Atomic int holding;         /* a pread is currently held */
-    uint32_t delay_us;           /* added to every pread */
-    int refuse_direct;           /* 1: direct opens fail EINVAL; 2: their preads do */
-    unsigned char direct_fd[1024];
+    _Atomic uint32_t delay_us;   /* added to every pread */
+    _Atomic int refuse_direct;   /* 1: direct opens fail EINVAL; 2: their preads do */
+    _Atomic int open_fds;        /* descriptors opened through this table, not yet closed */
+    _Atomic unsigned char direct_fd[1024];
     _Atomic uint64_t log[4096];  /* offsets of preads, in order */
     _Atomic uint64_t log_thread[4096]; /* the calling thread of each */
     _Atomic uint32_t nlog;
@@ -47,5 +60,12 @@ struct fault_io {
 void fault_io_install(struct fault_io *f);
 /* Restore the OS table. */
 void fault_io_remove(void);
+/* Set a fault: fail (FIO_FAIL_*) or shorten (FIO_SHORT*) the nth call of
+ * `call`, with errno err (failures) or to `arg` bytes (short reads). Counts
+ * and `fired` restart from 0. */
+void fault_io_arm(struct fault_io *f, enum fio_mode mode, enum fio_call call, uint64_t nth,
+                  int err, uint64_t arg);
+/* Back to pass-through; counts are kept. */
+void fault_io_disarm(struct fault_io *f);
 
 #endif

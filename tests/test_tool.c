@@ -243,6 +243,28 @@ static void test_inspect_json(void **state)
     free(p);
 }
 
+/* smoe read streams every blob; --retries is accepted and reported (a
+ * failing disk is exercised by tests/kernel_faults.sh). */
+static void test_read_retries(void **state)
+{
+    (void)state;
+    char *p = gen_vault("rd.smoe");
+    assert_int_equal(RUN("read", p, "--hash", "--retries", "3", "--workers", "2", "--json"), 0);
+    json_object *j = json_tokener_parse(g_out);
+    assert_non_null(j);
+    json_object *v;
+    assert_true(json_object_object_get_ex(j, "blobs", &v));
+    assert_int_equal(json_object_get_int64(v), 12);
+    assert_true(json_object_object_get_ex(j, "hash_mismatches", &v));
+    assert_int_equal(json_object_get_int64(v), 0);
+    assert_true(json_object_object_get_ex(j, "retries", &v));
+    assert_int_equal(json_object_get_int64(v), 0);
+    json_object_put(j);
+    assert_int_equal(RUN("read", p, "--retries", "x"), 1);
+    expect_contains(g_err, "--retries");
+    free(p);
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -340,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_verify_corrupt_blob),
         cmocka_unit_test(test_verify_bad_vault),
         cmocka_unit_test(test_inspect_json),
+        cmocka_unit_test(test_read_retries),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_budget_cmd),

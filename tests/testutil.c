@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -44,6 +46,19 @@ void tu_rmdir(const char *dir)
     }
     closedir(d);
     rmdir(dir);
+}
+
+int tu_count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        fail_msg("opendir(%s): %s", dir, strerror(errno));
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
 }
 
 char *tu_path(const char *dir, const char *name)
@@ -94,6 +109,84 @@ unsigned char *tu_read_file(const char *path, uint64_t *size)
     if (*size)
         tu_read_at(path, 0, b, (size_t)*size);
     return b;
+}
+
+/* ---- process resources ------------------------------------------------ */
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        fail_msg("opendir(%s): %s", dir, strerror(errno));
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void *noop_thread(void *arg)
+{
+    return arg;
+}
+
+tu_baseline tu_baseline_take(void)
+{
+    /* Sanitizer runtimes start a helper thread at the first pthread_create
+     * (ThreadSanitizer's background thread): start it before counting. */
+    static int warmed;
+    if (!warmed) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, noop_thread, NULL) == 0)
+            pthread_join(t, NULL);
+        warmed = 1;
+    }
+    tu_baseline b;
+    b.fds = count_entries("/proc/self/fd") - 1; /* less opendir's own */
+    b.threads = count_entries("/proc/self/task");
+    return b;
+}
+
+void tu_baseline_check(tu_baseline b, const char *what)
+{
+    tu_baseline now = tu_baseline_take();
+    for (int i = 0; i < 1000 && now.threads > b.threads; i++) {
+        usleep(1000);
+        now = tu_baseline_take();
+    }
+    if (now.fds != b.fds || now.threads != b.threads)
+        fail_msg("%s: %d descriptors and %d threads, expected %d and %d as before", what,
+                 now.fds, now.threads, b.fds, b.threads);
+}
+
+int tu_is_mapped(const void *addr)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        fail_msg("/proc/self/maps: %s", strerror(errno));
+    unsigned long lo, hi, a = (unsigned long)(uintptr_t)addr;
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi)
+            found = 1;
+    fclose(f);
+    return found;
+}
+
+double tu_time_mult(void)
+{
+    const char *e = getenv("SMOE_TEST_TIME_MULT");
+    double m = e ? atof(e) : 1.0;
+    return m >= 1.0 ? m : 1.0;
+}
+
+uint64_t tu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- deterministic payloads ------------------------------------------ */
@@ -341,87 +434,6 @@ uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert)
 }
 
 /* ---- smoe__io tables -------------------------------------------------------- */
-
-#define TU_MEM_FD 7
-
-static int mem_open(const smoe__io *io, const char *path, unsigned flags)
-{
-    tu_mem *m = io->user;
-    (void)path;
-    if (flags & (SMOE__IO_WRONLY | SMOE__IO_RDWR))
-        return -EROFS;
-    m->open_fds++;
-    return TU_MEM_FD;
-}
-
-static int mem_close(const smoe__io *io, int fd)
-{
-    tu_mem *m = io->user;
-    if (fd != TU_MEM_FD)
-        return -EBADF;
-    m->open_fds--;
-    return 0;
-}
-
-static ssize_t mem_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off)
-{
-    tu_mem *m = io->user;
-    if (fd != TU_MEM_FD)
-        return -EBADF;
-    m->preads++;
-    if (m->fail_at && m->preads == m->fail_at)
-        return -(m->fail_errno ? m->fail_errno : EIO);
-    if (m->eintr_every && m->preads % m->eintr_every == 0)
-        return -EINTR;
-    if (off >= m->size)
-        return 0;
-    if (n > m->size - off)
-        n = (size_t)(m->size - off);
-    if (m->max_chunk && n > m->max_chunk)
-        n = m->max_chunk;
-    memcpy(buf, m->data + off, n);
-    return (ssize_t)n;
-}
-
-static ssize_t mem_pwrite(const smoe__io *io, int fd, const void *buf, size_t n, uint64_t off)
-{
-    (void)io, (void)fd, (void)buf, (void)n, (void)off;
-    return -EROFS;
-}
-
-static int mem_fsync(const smoe__io *io, int fd)
-{
-    (void)io, (void)fd;
-    return 0;
-}
-
-static int mem_rename(const smoe__io *io, const char *from, const char *to)
-{
-    (void)io, (void)from, (void)to;
-    return -EROFS;
-}
-
-static int mem_unlink(const smoe__io *io, const char *path)
-{
-    (void)io, (void)path;
-    return -EROFS;
-}
-
-static int mem_size(const smoe__io *io, int fd, uint64_t *size)
-{
-    tu_mem *m = io->user;
-    if (fd != TU_MEM_FD)
-        return -EBADF;
-    *size = m->report_size ? m->report_size : m->size;
-    return 0;
-}
-
-smoe__io tu_mem_io(tu_mem *m)
-{
-    smoe__io io = {mem_open, mem_close, mem_pread, mem_pwrite, mem_fsync,
-                   mem_rename, mem_unlink, mem_size, m};
-    return io;
-}
 
 static ssize_t fault_pwrite(const smoe__io *io, int fd, const void *buf, size_t n,
                             uint64_t off)

@@ -14,6 +14,7 @@
 
 #include "smoe/smoe.h"
 #include "io.h"
+#include "mem_io.h"
 
 /* ---- files and directories ------------------------------------------- */
 
@@ -21,6 +22,8 @@
 char *tu_tmpdir(void);
 /* Remove dir and the plain files in it (no recursion). */
 void tu_rmdir(const char *dir);
+/* Number of entries in dir, other than . and .. */
+int tu_count_files(const char *dir);
 /* "dir/name"; free() the result. */
 char *tu_path(const char *dir, const char *name);
 uint64_t tu_file_size(const char *path);
@@ -29,6 +32,24 @@ void tu_truncate(const char *path, uint64_t size);
 /* Whole file into a malloc()ed buffer; *size receives its length. */
 unsigned char *tu_read_file(const char *path, uint64_t *size);
 void tu_read_at(const char *path, uint64_t off, void *buf, size_t n);
+
+/* ---- process resources ------------------------------------------------ */
+
+/* Descriptors and threads of this process (/proc/self/fd, /proc/self/task). */
+typedef struct tu_baseline {
+    int fds, threads;
+} tu_baseline;
+tu_baseline tu_baseline_take(void);
+/* Fail the test unless descriptors and threads are back to b. Threads that
+ * were joined may linger in /proc a moment: waits up to a second for them. */
+void tu_baseline_check(tu_baseline b, const char *what);
+/* 1 if addr lies in a mapping of this process (/proc/self/maps). */
+int tu_is_mapped(const void *addr);
+/* The factor liveness bounds are scaled by: $SMOE_TEST_TIME_MULT (set by
+ * ctest, larger under sanitizers), default 1. */
+double tu_time_mult(void);
+/* Monotonic clock in nanoseconds. */
+uint64_t tu_now_ns(void);
 
 /* ---- deterministic payloads ------------------------------------------ */
 
@@ -103,25 +124,6 @@ uint64_t tu_component_off(const char *path, uint32_t k);
 uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert);
 
 /* ---- smoe__io tables -------------------------------------------------------- */
-
-/*
- * A read-only, memory-backed file for smoe__vault_load: every path opens
- * it. Faults: the fail_at-th pread (1-based) returns -fail_errno; reads
- * return at most max_chunk bytes; every eintr_every-th pread returns -EINTR.
- */
-typedef struct tu_mem {
-    unsigned char *data;
-    uint64_t size;
-    int fail_at, fail_errno;
-    size_t max_chunk;
-    int eintr_every;
-    uint64_t report_size; /* nonzero: size() reports this, not size */
-    int preads;     /* pread calls so far */
-    int open_fds;   /* opened and not yet closed */
-} tu_mem;
-
-/* The table for m (its user pointer is m). */
-smoe__io tu_mem_io(tu_mem *m);
 
 /*
  * The OS table, except that the fail_at-th pwrite (1-based, counted from

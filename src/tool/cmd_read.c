@@ -25,6 +25,8 @@ static void usage(FILE *f)
             "  --hash          also hash each claimed blob in this thread\n"
             "  --buffered      buffered reads instead of direct I/O\n"
             "  --chunk BYTES   read chunk (multiple of 16 KiB; default: the library's)\n"
+            "  --retries N     read a blob whose read failed again, up to N times (default 0:\n"
+            "                  the first failure ends the run)\n"
             "  --json          print the result as JSON\n");
 }
 
@@ -48,9 +50,11 @@ int cmd_read(int argc, char **argv)
         {"hash", no_argument, NULL, 'H'},          {"buffered", no_argument, NULL, 'b'},
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
         {"chunk", required_argument, NULL, 'c'},
+        {"retries", required_argument, NULL, 'r'},
         {NULL, 0, NULL, 0}};
     uint32_t workers = 16, slots = 0;
     uint64_t chunk = 0;
+    uint32_t retries = 0;
     unsigned verify = SMOE_VERIFY_DEFAULT;
     int json = 0, hash = 0, buffered = 0, c;
     optind = 1;
@@ -63,6 +67,10 @@ int cmd_read(int argc, char **argv)
         case 's':
             if (tool_parse_u32(optarg, 2, 1u << 20, &slots))
                 return tool_error("read", "--slots: expected 2..1048576, got '%s'", optarg);
+            break;
+        case 'r':
+            if (tool_parse_u32(optarg, 0, 1000000, &retries))
+                return tool_error("read", "--retries: expected 0..1000000, got '%s'", optarg);
             break;
         case 'c':
             if (tool_parse_size(optarg, &chunk) || chunk == 0 || chunk % 16384 ||
@@ -125,7 +133,7 @@ int cmd_read(int argc, char **argv)
         order[i] = refs[i].key;
     free(refs);
 
-    uint64_t payload = 0, bad = 0;
+    uint64_t payload = 0, bad = 0, retried = 0;
     uint64_t t0 = tool_now_ns();
     const uint32_t window = slots - 1; /* prefetched ahead: one slot stays free */
     uint32_t ahead = 0;
@@ -138,7 +146,15 @@ int cmd_read(int argc, char **argv)
         if (r < 0)
             break;
         smoe_blob b;
-        r = smoe_claim_wait(s, order[i] / v.experts, order[i] % v.experts, UINT64_MAX, &b);
+        const uint32_t l = order[i] / v.experts, e = order[i] % v.experts;
+        r = smoe_claim_wait(s, l, e, UINT64_MAX, &b);
+        /* A failed read stays failed until a prefetch retries it. */
+        for (uint32_t k = 0; k < retries && (r == SMOE_EIO || r == SMOE_ECHECKSUM ||
+                                             r == SMOE_ETRUNC); k++) {
+            retried++;
+            if ((r = smoe_prefetch(s, l, e, 0)) >= 0)
+                r = smoe_claim_wait(s, l, e, UINT64_MAX, &b);
+        }
         if (r < 0)
             break;
         payload += b.size;
@@ -178,6 +194,7 @@ int cmd_read(int argc, char **argv)
         json_object_object_add(j, "chunk_bytes", json_object_new_int64((int64_t)st.chunk_bytes));
         json_object_object_add(j, "hash_mismatches", json_object_new_int64((int64_t)bad));
         json_object_object_add(j, "reads_failed", json_object_new_int64((int64_t)st.reads_failed));
+        json_object_object_add(j, "retries", json_object_new_int64((int64_t)retried));
         printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
         json_object_put(j);
     } else {
@@ -192,6 +209,9 @@ int cmd_read(int argc, char **argv)
                (double)t_open / 1e9);
         if (hash)
             printf("hash mismatches: %llu\n", (unsigned long long)bad);
+        if (st.reads_failed || retried)
+            printf("reads failed: %llu; blobs read again: %llu\n",
+                   (unsigned long long)st.reads_failed, (unsigned long long)retried);
     }
     free(order);
     smoe__vault_free(&v);

@@ -286,6 +286,10 @@ static int parse_tensor_info(cur *c, pack_source *s, uint32_t file, uint64_t ind
     if (nlen == 0)
         return smoe__fail(SMOE_EFORMAT, "%s: tensor info %" PRIu64 ": empty name", c->fname,
                           index);
+    /* A NUL inside the name would cut it short everywhere it is used. */
+    if (memchr(name, 0, (size_t)nlen))
+        return smoe__fail(SMOE_EFORMAT, "%s: tensor info %" PRIu64 ": name holds a NUL byte",
+                          c->fname, index);
     char nm[PACK_NAME_MAX];
     memcpy(nm, name, (size_t)nlen);
     nm[nlen] = 0;
