@@ -52,6 +52,7 @@ static uint64_t get_u64(const char *dir, const char *name)
     return v;
 }
 
+#if defined(__linux__) /* cgroups exist on Linux only */
 /* Mount point of the v1 memory controller or of cgroup2; 1 or 2, 0 if none. */
 static int find_mount(char *mnt, size_t len)
 {
@@ -110,6 +111,8 @@ static void self_v1_path(char *out, size_t len)
     }
     fclose(f);
 }
+
+#endif /* __linux__ */
 
 int bench_cgroup_create(bench_cgroup *cg, uint64_t limit, char *err, size_t errlen)
 {

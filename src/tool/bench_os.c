@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "fadvise.h"
 #include "tool.h"
 
 #define BUF_ALIGN 16384
@@ -60,7 +61,8 @@ static int resident(pool *p, uint32_t i, uint64_t off, uint64_t len)
     if (!p->map)
         return 0;
     uint64_t pages = (len + p->page - 1) / p->page;
-    if (mincore(p->map + off, len, p->vecs[i]) < 0)
+    /* mincore's vector is unsigned char on Linux and char on macOS */
+    if (mincore(p->map + off, len, (void *)p->vecs[i]) < 0)
         return 0;
     for (uint64_t j = 0; j < pages; j++)
         if (!(p->vecs[i][j] & 1))
@@ -79,7 +81,7 @@ static void do_task(pool *p, uint32_t i)
     if (p->willneed && p->mode == BENCH_MMAP)
         (void)posix_madvise(p->map + t->off, t->len, POSIX_MADV_WILLNEED);
     else if (p->willneed && p->mode == BENCH_PAGECACHE)
-        (void)posix_fadvise(p->fd, (off_t)t->off, (off_t)t->len, POSIX_FADV_WILLNEED);
+        tool_advise_willneed(p->fd, t->off, t->len);
     if (p->mode == BENCH_MMAP) {
         memcpy(buf, p->map + t->off, t->len);
         return;
@@ -207,7 +209,7 @@ void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result 
             (void)fcntl(p.fd, F_NOCACHE, 1);
 #endif
         if (mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
-            (void)posix_fadvise(p.fd, 0, 0, POSIX_FADV_RANDOM);
+            tool_advise_random(p.fd);
     }
     if (mode != BENCH_DIRECT) {
         int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);

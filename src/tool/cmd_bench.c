@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#if defined(__linux__)
 #include <sys/sysmacros.h>
+#endif
 #include <unistd.h>
 
 #include "smoe/smoe.h"
@@ -145,6 +147,10 @@ static int load_vault(bench_env *env, const char *path)
 /* read_ahead_kb of the block device holding path (Linux), -1 if unknown. */
 static int read_ahead_kb(const char *path)
 {
+#if !defined(__linux__)
+    (void)path;
+    return -1;
+#else
     struct stat st;
     if (stat(path, &st) < 0)
         return -1;
@@ -163,6 +169,7 @@ static int read_ahead_kb(const char *path)
         fclose(f);
     }
     return v;
+#endif
 }
 
 static int simulate(const bench_env *env, const uint32_t *keys, size_t n, uint64_t memory,

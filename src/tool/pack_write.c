@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "error.h"
+#include "fadvise.h"
 #include "io.h"
 #include "pack.h"
 
@@ -105,7 +106,6 @@ static void ra_next(const wctx *c, ra_cursor *k)
 
 static void read_ahead(wctx *c)
 {
-#if defined(POSIX_FADV_WILLNEED)
     while (c->ra_issued < c->ra_consumed + RA_WINDOW) {
         uint32_t f;
         uint64_t off, len;
@@ -113,16 +113,12 @@ static void read_ahead(wctx *c)
             return;
         uint64_t piece = len - c->ra.done < RA_PIECE ? len - c->ra.done : RA_PIECE;
         if (piece)
-            posix_fadvise(c->fds[f], (off_t)(off + c->ra.done), (off_t)piece,
-                          POSIX_FADV_WILLNEED); /* a hint: failure only costs speed */
+            tool_advise_willneed(c->fds[f], off + c->ra.done, piece);
         c->ra.done += piece;
         c->ra_issued += piece;
         if (c->ra.done == len)
             ra_next(c, &c->ra);
     }
-#else
-    (void)c;
-#endif
 }
 
 static int stopped(const wctx *c)
