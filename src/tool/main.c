@@ -16,6 +16,7 @@ static const struct {
     {"read", cmd_read, "stream every blob once through the library"},
     {"trace-gen", cmd_trace_gen, "write a synthetic routing trace"},
     {"bench", cmd_bench, "replay a trace: the library against the page cache"},
+    {"sim", cmd_sim, "replay traces through simulated eviction policies"},
 };
 
 static void usage(FILE *f)

@@ -41,6 +41,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim_policy.h"
 
@@ -200,6 +201,8 @@ typedef struct eng {
     uint32_t *s_key;
     uint64_t *s_tick;
     uint64_t *s_pin;
+    float *s_z;       /* REUSE: the entry's logit, computed for visit s_zv */
+    uint32_t *s_zv;   /* (layer visits - 1 if current layer) it holds for; 0: none */
     /* per key */
     uint32_t *k_slot;
     double *k_f;
@@ -282,7 +285,7 @@ static double distance(const eng *g, uint32_t l)
 }
 
 /* Keep value of the entry in slot i: the victim has the lowest. */
-static double keep_value(const eng *g, uint32_t i)
+static double keep_value(eng *g, uint32_t i)
 {
     uint32_t k = g->s_key[i], l = k / g->E;
     uint32_t gap = g->l_visits[l] - g->k_last[k];
@@ -293,16 +296,24 @@ static double keep_value(const eng *g, uint32_t i)
         return -distance(g, l);
     case SIMP_REUSE: {
         double d;
+        uint32_t at = g->l_visits[l]; /* the visit the logit is for, less one */
         if (l == g->cur && !g->p->no_current) {
             /* not asked for yet in this step: as it stood before the visit */
             d = 0;
             gap = gap > 0 ? gap - 1 : 0;
+            at--;
         } else {
             d = l == g->cur ? 1.0 : distance(g, l);
         }
-        unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)g->k_hist[k] << gap) & 0xffu;
-        double r = g->k_f[k] * decay_pow(g, gap) * (1 - g->p->decay);
-        return reuse_logit(g, h, r) - g->p->lambda * d;
+        /* The logit changes only when the key is used or its layer visited:
+         * most scans read it from the slot. */
+        if (g->s_zv[i] != at) {
+            unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)g->k_hist[k] << gap) & 0xffu;
+            double r = g->k_f[k] * decay_pow(g, gap) * (1 - g->p->decay);
+            g->s_z[i] = (float)reuse_logit(g, h, r);
+            g->s_zv[i] = at;
+        }
+        return g->s_z[i] - g->p->lambda * d;
     }
     default:
         return (double)g->s_tick[i];
@@ -310,7 +321,7 @@ static double keep_value(const eng *g, uint32_t i)
 }
 
 /* The victim: one scan over the entries. NONE when all are pinned. */
-static uint32_t pick(const eng *g, uint64_t *scanned)
+static uint32_t pick(eng *g, uint64_t *scanned)
 {
     uint32_t best = NONE;
     double bv = 0;
@@ -330,11 +341,20 @@ static uint32_t pick(const eng *g, uint64_t *scanned)
     return best;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void eng_free(eng *g)
 {
     free(g->s_key);
     free(g->s_tick);
     free(g->s_pin);
+    free(g->s_z);
+    free(g->s_zv);
     free(g->k_slot);
     free(g->k_f);
     free(g->k_last);
@@ -359,6 +379,8 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     g.s_key = malloc((slots ? slots : 1) * sizeof *g.s_key);
     g.s_tick = calloc(slots ? slots : 1, sizeof *g.s_tick);
     g.s_pin = calloc(slots ? slots : 1, sizeof *g.s_pin);
+    g.s_z = calloc(slots ? slots : 1, sizeof *g.s_z);
+    g.s_zv = calloc(slots ? slots : 1, sizeof *g.s_zv);
     g.k_slot = malloc((nk ? nk : 1) * sizeof *g.k_slot);
     g.k_f = calloc(nk ? nk : 1, sizeof *g.k_f);
     g.k_last = calloc(nk ? nk : 1, sizeof *g.k_last);
@@ -366,7 +388,7 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     g.l_visits = calloc(st->layers ? st->layers : 1, sizeof *g.l_visits);
     g.l_step = calloc(st->layers ? st->layers : 1, sizeof *g.l_step);
     g.dpow = malloc(POW_N * sizeof *g.dpow);
-    if (!g.s_key || !g.s_tick || !g.s_pin || !g.k_slot || !g.k_f || !g.k_last || !g.k_hist ||
+    if (!g.s_key || !g.s_tick || !g.s_pin || !g.s_z || !g.s_zv || !g.k_slot || !g.k_f || !g.k_last || !g.k_hist ||
         !g.l_visits || !g.l_step || !g.dpow) {
         eng_free(&g);
         return -1;
@@ -402,7 +424,9 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
                 if (used < slots) {
                     i = used++;
                 } else {
+                    uint64_t t0 = now_ns();
                     i = pick(&g, &rep.scanned);
+                    rep.scan_ns += now_ns() - t0;
                     if (i == NONE) {
                         rep.no_victim++;
                         note_use(&g, k, l);
@@ -418,6 +442,7 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
             }
             g.s_tick[i] = ++g.tick;
             g.s_pin[i] = g.step;
+            g.s_zv[i] = 0; /* its history changes: the logit is stale */
             note_use(&g, k, l);
         }
     }

@@ -84,6 +84,7 @@ int simp_policy_from_name(const char *name);
 typedef struct simp_report {
     uint64_t evictions;         /* victims chosen by a scan */
     uint64_t scanned;           /* entries the scans looked at */
+    uint64_t scan_ns;           /* time in the scans (the simulator's, not the ring's) */
     uint64_t no_victim;         /* misses that found every entry pinned (not inserted) */
     double weights[SIMP_REUSE_W]; /* REUSE: the weights at the end */
 } simp_report;
