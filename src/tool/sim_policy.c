@@ -398,7 +398,7 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     g.dpow[0] = 1;
     for (size_t i = 1; i < POW_N; i++)
         g.dpow[i] = g.dpow[i - 1] * p->decay;
-    memcpy(g.w, w_start, sizeof g.w);
+    memcpy(g.w, p->weights ? p->weights : w_start, sizeof g.w);
     g.period = st->layers ? st->layers : 1;
     uint32_t used = 0;
 

@@ -69,6 +69,7 @@ typedef struct simp_params {
     double lambda;       /* REUSE: logit taken off per layer cycle of distance */
     double rate;         /* REUSE: learning rate (0: the weights stay at their start) */
     uint32_t train_max;  /* REUSE: training examples per request, at most */
+    const double *weights; /* REUSE: SIMP_REUSE_W start weights; NULL: the built-in ones */
     int no_history;      /* REUSE ablation: no history bits (frequency and distance) */
     int no_current;      /* REUSE ablation: idle keys of the current layer count as
                           * passed (next use a cycle away) instead of maybe next */
