@@ -5,9 +5,10 @@
  * layer comes round last, reuse the lowest learned logit less the layer
  * distance (with idle keys of the current layer treated as maybe next);
  * a step never evicts what it asked for; reuse learns from what it sees;
- * lru agrees with sim.c's LRU and no policy beats Belady on random
- * sequences; and a trace is cut into decode, grouped and shuffled steps
- * with the same requests.
+ * one-shot reads flush lru but not lfu or reuse; lru agrees with sim.c's
+ * LRU and no policy beats Belady on random sequences; and a trace is cut
+ * into decode, grouped and shuffled steps with the same requests, plus
+ * one-shot reads when asked.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -300,6 +301,41 @@ static void test_reuse_learns(void **state)
     simp_steps_free(&st);
 }
 
+/*
+ * One-shot reads: one layer, two slots; 0 | 0, then a one-shot read of 5
+ * | 1 | 0. lru keeps the one-shot (the fresher tick) and evicts 0, so the
+ * last request misses; lfu and reuse see 5 has no demand history and
+ * evict it instead. One-shots are not requests.
+ */
+static void test_one_shot(void **state)
+{
+    (void)state;
+    simp_steps st;
+    mk(&st, 1, 8, "0:0 0:0 0:1 0:0");
+    st.one_off = calloc(st.n_steps + 1, sizeof *st.one_off);
+    st.one_keys = calloc(1, sizeof *st.one_keys);
+    assert_non_null(st.one_off);
+    assert_non_null(st.one_keys);
+    st.one_keys[0] = 5;
+    st.one_off[2] = st.one_off[3] = st.one_off[4] = 1; /* after the second step */
+    static const struct {
+        simp_policy pol;
+        uint32_t victim;
+        uint64_t hits;
+    } want[] = {{SIMP_LRU, 0, 1}, {SIMP_LFU, 5, 2}, {SIMP_REUSE, 5, 2}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        simp_params p;
+        simp_params_default(&p, want[i].pol);
+        sim_result r;
+        uint32_t *v = run(&st, 2, &p, &r, NULL);
+        assert_int_equal(r.requests, 4);
+        assert_int_equal(r.hits, want[i].hits);
+        assert_int_equal(v[2], want[i].victim);
+        free(v);
+    }
+    simp_steps_free(&st);
+}
+
 /* Same input, same victims: the choice is deterministic. */
 static void test_deterministic(void **state)
 {
@@ -483,6 +519,42 @@ static void test_steps_shuffled(void **state)
     tool_trace_free(&t);
 }
 
+/* One-shot reads: n per step, none of the step's keys, none repeated,
+ * the same for the same seed, demand requests untouched. */
+static void test_steps_one_shot(void **state)
+{
+    (void)state;
+    tool_trace t;
+    load(&t, trace3);
+    simp_shape sh = {0};
+    simp_steps a, b, c;
+    assert_int_equal(simp_steps_from_trace(&t, &sh, &a), 0);
+    assert_null(a.one_off);
+    sh.one_shot = 3;
+    sh.one_shot_seed = 4;
+    assert_int_equal(simp_steps_from_trace(&t, &sh, &b), 0);
+    assert_int_equal(simp_steps_from_trace(&t, &sh, &c), 0);
+    assert_int_equal(b.n_steps, a.n_steps);
+    assert_memory_equal(b.keys, a.keys, simp_steps_requests(&a) * sizeof *a.keys);
+    assert_non_null(b.one_off);
+    assert_int_equal(b.one_off[b.n_steps], 3 * b.n_steps);
+    assert_memory_equal(b.one_keys, c.one_keys, 3 * b.n_steps * sizeof *b.one_keys);
+    for (size_t s = 0; s < b.n_steps; s++) {
+        assert_int_equal(b.one_off[s + 1] - b.one_off[s], 3);
+        for (size_t j = b.one_off[s]; j < b.one_off[s + 1]; j++) {
+            assert_true(b.one_keys[j] < t.layers * t.experts);
+            for (size_t i = b.off[s]; i < b.off[s + 1]; i++)
+                assert_int_not_equal(b.one_keys[j], b.keys[i]);
+            for (size_t i = b.one_off[s]; i < j; i++)
+                assert_int_not_equal(b.one_keys[j], b.one_keys[i]);
+        }
+    }
+    simp_steps_free(&a);
+    simp_steps_free(&b);
+    simp_steps_free(&c);
+    tool_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,11 +568,13 @@ int main(void)
         cmocka_unit_test(test_reuse_current_layer),
         cmocka_unit_test(test_reuse_frequency),
         cmocka_unit_test(test_reuse_learns),
+        cmocka_unit_test(test_one_shot),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_against_sim),
         cmocka_unit_test(test_steps_decode),
         cmocka_unit_test(test_steps_grouped),
         cmocka_unit_test(test_steps_shuffled),
+        cmocka_unit_test(test_steps_one_shot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,7 @@ static void test_shapes(void **state)
         {"--half", "1"},          {"--half", "2"},           {"--tokens", "100:"},
         {"--tokens", ":50"},      {"--group", "16"},         {"--shuffle-tokens", "9"},
         {"--shuffle-layers", "9"}, {"--lambda", "0"},        {"--rate", "0"},
+        {"--one-shot", "2"},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int rc = RUN("sim", "--stats", shapes[i][0], shapes[i][1], g_trace);

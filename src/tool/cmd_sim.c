@@ -32,6 +32,9 @@ static int usage(void)
         "                      ask (default 1: decode)\n"
         "  --shuffle-tokens S  replay the tokens in a random order (seed S > 0)\n"
         "  --shuffle-layers S  walk the layers of each step group in a random order\n"
+        "  --one-shot N        after each step, N one-shot reads of random experts\n"
+        "                      (as speculation or pre-warm): they take slots, are not\n"
+        "                      counted and teach the policies nothing\n"
         "  --decay G           lfu and reuse: count decay per visit (default 0.98)\n"
         "  --lambda L          reuse: logit per layer cycle of distance (default 1)\n"
         "  --rate R            reuse: learning rate, 0 to keep the start weights\n"
@@ -360,6 +363,10 @@ int cmd_sim(int argc, char **argv)
                 c.shape.shuffle_tokens = u;
             else
                 c.shape.shuffle_layers = u;
+        } else if (!strcmp(a, "--one-shot")) {
+            bad = tool_parse_u32(v, 0, 1u << 20, &c.shape.one_shot)
+                      ? tool_error("sim", "--one-shot: expected reads per step, 0 .. 1048576")
+                      : 0;
         } else if (!strcmp(a, "--decay")) {
             bad = parse_double(a, v, 0.0, 1.0, &c.over.decay);
             c.set_decay = 1;

@@ -106,7 +106,45 @@ void simp_steps_free(simp_steps *st)
     free(st->layer);
     free(st->off);
     free(st->keys);
+    free(st->one_off);
+    free(st->one_keys);
     memset(st, 0, sizeof *st);
+}
+
+/* n one-shot reads after each step: random keys, none of the step's own. */
+static int add_one_shots(simp_steps *st, uint32_t n, uint64_t seed)
+{
+    size_t nk = (size_t)st->layers * st->experts;
+    if (n > nk)
+        n = (uint32_t)nk;
+    st->one_off = malloc((st->n_steps + 1) * sizeof *st->one_off);
+    size_t total = st->n_steps * n;
+    st->one_keys = malloc((total ? total : 1) * sizeof *st->one_keys);
+    if (!st->one_off || !st->one_keys) {
+        simp_steps_free(st);
+        return -1;
+    }
+    uint64_t rng = seed ? seed : 1;
+    size_t m = 0;
+    st->one_off[0] = 0;
+    for (size_t s = 0; s < st->n_steps; s++) {
+        uint32_t step_n = (uint32_t)(st->off[s + 1] - st->off[s]);
+        uint32_t want = n < nk - step_n ? n : (uint32_t)(nk - step_n);
+        for (uint32_t i = 0; i < want;) {
+            uint32_t k = (uint32_t)(rng_next(&rng) % nk);
+            int dup = 0;
+            for (size_t j = st->off[s]; j < st->off[s + 1] && !dup; j++)
+                dup = st->keys[j] == k;
+            for (size_t j = st->one_off[s]; j < m && !dup; j++)
+                dup = st->one_keys[j] == k;
+            if (dup)
+                continue;
+            st->one_keys[m++] = k;
+            i++;
+        }
+        st->one_off[s + 1] = m;
+    }
+    return 0;
 }
 
 int simp_steps_from_trace(const tool_trace *t, const simp_shape *shape, simp_steps *out)
@@ -189,6 +227,8 @@ int simp_steps_from_trace(const tool_trace *t, const simp_shape *shape, simp_ste
     free(lorder);
     free(row_of);
     free(mark);
+    if (shape->one_shot && nk)
+        return add_one_shots(out, shape->one_shot, shape->one_shot_seed);
     return 0;
 }
 
@@ -444,6 +484,31 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
             g.s_pin[i] = g.step;
             g.s_zv[i] = 0; /* its history changes: the logit is stale */
             note_use(&g, k, l);
+        }
+        if (!st->one_off)
+            continue;
+        /* One-shot reads: a slot each when not cached (the ring touches a
+         * cached one), no pin, no count, nothing learned. */
+        for (size_t j = st->one_off[s]; j < st->one_off[s + 1]; j++) {
+            uint32_t k = st->one_keys[j];
+            uint32_t i = g.k_slot[k];
+            if (i == NONE) {
+                if (used < slots) {
+                    i = used++;
+                } else {
+                    uint64_t t0 = now_ns();
+                    i = pick(&g, &rep.scanned);
+                    rep.scan_ns += now_ns() - t0;
+                    if (i == NONE)
+                        continue;
+                    rep.evictions++;
+                    g.k_slot[g.s_key[i]] = NONE;
+                }
+                g.s_key[i] = k;
+                g.k_slot[k] = i;
+                g.s_zv[i] = 0;
+            }
+            g.s_tick[i] = ++g.tick;
         }
     }
     memcpy(rep.weights, g.w, sizeof rep.weights);

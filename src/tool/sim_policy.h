@@ -26,13 +26,18 @@
 #define SIMP_NONE UINT32_MAX
 
 /* A replay: step s asks for keys[off[s] .. off[s+1]) (distinct) of layer
- * layer[s]; key = layer * experts + expert. */
+ * layer[s]; key = layer * experts + expert. After them, when one_off is
+ * not NULL, it loads one_keys[one_off[s] .. one_off[s+1]) as one-shot
+ * reads (speculation, pre-warm): they take a slot when not cached, are
+ * never counted as requests and teach no policy anything. */
 typedef struct simp_steps {
     uint32_t layers, experts;
     size_t n_steps;
-    uint32_t *layer; /* n_steps */
-    size_t *off;     /* n_steps + 1 */
-    uint32_t *keys;  /* off[n_steps] */
+    uint32_t *layer;   /* n_steps */
+    size_t *off;       /* n_steps + 1 */
+    uint32_t *keys;    /* off[n_steps] */
+    size_t *one_off;   /* n_steps + 1, or NULL */
+    uint32_t *one_keys;
 } simp_steps;
 
 /* How to cut a trace into steps. All zero: every token, decode order. */
@@ -42,6 +47,8 @@ typedef struct simp_shape {
     uint64_t shuffle_tokens;   /* nonzero: replay the tokens in a random order (the seed) */
     uint64_t shuffle_layers;   /* nonzero: each step group walks its layers in a random
                                 * order (the seed) */
+    uint32_t one_shot;         /* one-shot reads of random experts after each step */
+    uint64_t one_shot_seed;    /* their seed (0: 1) */
 } simp_shape;
 
 /* Build the steps of a trace. @return 0, or -1 when out of memory. */
