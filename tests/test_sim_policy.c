@@ -2,8 +2,8 @@
  * Description: the offline eviction-policy replay (src/tool/sim_policy.c)
  * picks exactly the victims worked out by hand on small step sequences:
  * lru the oldest, lfu the least decayed count, layer the entry whose
- * layer comes round last, reuse the lowest learned logit less the layer
- * distance (with idle keys of the current layer treated as maybe next);
+ * layer comes round last, reuse the lowest learned chance of reuse less
+ * the layer distance (idle keys of the current layer count as maybe next);
  * a step never evicts what it asked for; reuse learns from what it sees;
  * one-shot reads flush lru but not lfu or reuse; lru agrees with sim.c's
  * LRU and no policy beats Belady on random sequences; and a trace is cut

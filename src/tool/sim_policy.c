@@ -22,15 +22,20 @@
  *          bypass can run (a newcomer that is not stronger than the
  *          weakest retained entry is itself the next to go).
  *   layer  keep = -distance: the entry whose layer comes round last goes.
- *   reuse  keep = z - lambda * distance, where z is the logit of a learned
- *          chance that the key is asked for at the next visit of its layer
- *          and distance in [0, 1] is how much of a layer cycle remains
- *          until that visit. z = w . (1, ln(r + 0.01), h0 .. h7) with r the
- *          per-visit rate from f and h the history as it will stand at the
- *          next visit. The weights learn online by logistic regression:
- *          when a key is asked for after g visits, the first few of the g
- *          visits it sat out become examples (missed, missed, ..., asked),
- *          so nothing is done for keys that are not asked for.
+ *   reuse  keep = q - lambda * distance, where q is a learned chance that
+ *          the key is asked for at the next visit of its layer and
+ *          distance in [0, 1] is how much of a layer cycle remains until
+ *          that visit. q = 1 / (1 + exp(-z)), z = w . (1, ln(r + 0.01),
+ *          h0 .. h7): r is the key's rate per visit (its decayed count
+ *          times 1 - decay, over 1 - decay^visits while the layer is
+ *          young) and h its history as it will stand at the next visit.
+ *          The weights learn online by logistic regression: when a key is
+ *          asked for after g visits, the first few of the g visits it sat
+ *          out become examples (missed, missed, ..., asked), so nothing is
+ *          done for keys that are not asked for. Scans score with a
+ *          snapshot of the weights taken every EPOCH examples, so an
+ *          entry's q can be kept in its slot until its layer is visited,
+ *          the key is used, or the snapshot changes.
  *          Keys of the current layer that this step has not asked for yet
  *          may still be asked for: distance 0 and the history as it stood
  *          before the visit.
@@ -50,6 +55,7 @@
 #define RATE_EPS 0.01    /* inside the log: rare keys keep a finite logit */
 #define WEIGHT_MAX 16.0  /* weights are clamped to +-this */
 #define POW_N 4096       /* decay^n table; beyond it the count is 0 */
+#define EPOCH 1024       /* training examples between two snapshots of the weights */
 
 static const char *const names[SIMP_N_POLICIES] = {"lru", "lfu", "layer", "reuse"};
 
@@ -75,7 +81,7 @@ void simp_params_default(simp_params *p, simp_policy policy)
     memset(p, 0, sizeof *p);
     p->policy = policy;
     p->decay = 0.98;
-    p->lambda = 1.0;
+    p->lambda = 0.2;
     p->rate = 0.003;
     p->train_max = 4;
 }
@@ -241,8 +247,9 @@ typedef struct eng {
     uint32_t *s_key;
     uint64_t *s_tick;
     uint64_t *s_pin;
-    float *s_z;       /* REUSE: the entry's logit, computed for visit s_zv */
-    uint32_t *s_zv;   /* (layer visits - 1 if current layer) it holds for; 0: none */
+    float *s_q;       /* REUSE: the entry's q, as computed for (s_qv, s_qe) */
+    uint32_t *s_qv;   /* the layer visit it stands before (NONE: not computed) */
+    uint32_t *s_qe;   /* the weights snapshot it was computed with */
     /* per key */
     uint32_t *k_slot;
     double *k_f;
@@ -255,7 +262,9 @@ typedef struct eng {
     uint64_t tick, step;
     uint32_t cur;
     double period;
-    double w[SIMP_REUSE_W];
+    double w[SIMP_REUSE_W];  /* learning */
+    double ws[SIMP_REUSE_W]; /* scoring: snapshot of w */
+    uint32_t epoch, trained; /* snapshots taken, examples since the last */
     double *dpow; /* decay^n, n < POW_N */
 } eng;
 
@@ -264,22 +273,32 @@ static double decay_pow(const eng *g, uint32_t n)
     return n < POW_N ? g->dpow[n] : 0.0;
 }
 
-/* Logit of reuse for history h and per-visit rate r. */
-static double reuse_logit(const eng *g, unsigned h, double r)
+/* Logit of reuse under weights w for history h and per-visit rate r. */
+static double reuse_logit(const eng *g, const double *w, unsigned h, double r)
 {
-    double z = g->w[0] + g->w[1] * log(r + RATE_EPS);
+    double z = w[0] + w[1] * log(r + RATE_EPS);
     if (!g->p->no_history)
         for (int b = 0; b < HIST_BITS; b++)
             if (h & (1u << b))
-                z += g->w[2 + b];
+                z += w[2 + b];
     return z;
+}
+
+/* Rate per visit of a count f that has decayed over `visits` visits of its
+ * layer: f (1 - decay), over 1 - decay^visits while that is short of 1
+ * (a young layer's counts have not built up yet). */
+static double rate_of(const eng *g, double f, uint32_t visits)
+{
+    double r = f * (1 - g->p->decay);
+    double fill = 1.0 - decay_pow(g, visits);
+    return visits && fill > 0 ? r / fill : r;
 }
 
 /* One logistic-regression step: the key with history h and rate r was
  * (y = 1) or was not (y = 0) asked for at a visit. */
 static void learn(eng *g, unsigned h, double r, int y)
 {
-    double z = reuse_logit(g, h, r);
+    double z = reuse_logit(g, g->w, h, r);
     double e = g->p->rate * ((double)y - 1.0 / (1.0 + exp(-z)));
     double x[SIMP_REUSE_W];
     x[0] = 1;
@@ -289,6 +308,11 @@ static void learn(eng *g, unsigned h, double r, int y)
     for (int i = 0; i < SIMP_REUSE_W; i++) {
         double v = g->w[i] + e * x[i];
         g->w[i] = v > WEIGHT_MAX ? WEIGHT_MAX : v < -WEIGHT_MAX ? -WEIGHT_MAX : v;
+    }
+    if (++g->trained >= EPOCH) {
+        memcpy(g->ws, g->w, sizeof g->ws);
+        g->epoch++;
+        g->trained = 0;
     }
 }
 
@@ -302,11 +326,12 @@ static void note_use(eng *g, uint32_t k, uint32_t l)
     if (g->p->policy == SIMP_REUSE && g->p->rate > 0 && g->k_last[k] != 0) {
         /* the visits it sat out since its last use, then this one */
         unsigned h = g->k_hist[k];
-        double r = g->k_f[k] * (1 - g->p->decay);
+        double f = g->k_f[k];
         for (uint32_t j = 1; j <= gap && j <= g->p->train_max; j++) {
-            learn(g, h, r, j == gap);
+            /* visit last + j, as it stood before: j - 1 visits sat out */
+            learn(g, h, rate_of(g, f, g->k_last[k] + j - 1), j == gap);
             h = (h << 1) & 0xffu;
-            r *= g->p->decay;
+            f *= g->p->decay;
         }
     }
     g->k_f[k] = g->k_f[k] * decay_pow(g, gap) + 1.0;
@@ -336,7 +361,7 @@ static double keep_value(eng *g, uint32_t i)
         return -distance(g, l);
     case SIMP_REUSE: {
         double d;
-        uint32_t at = g->l_visits[l]; /* the visit the logit is for, less one */
+        uint32_t at = g->l_visits[l]; /* q is for the visit after this one */
         if (l == g->cur && !g->p->no_current) {
             /* not asked for yet in this step: as it stood before the visit */
             d = 0;
@@ -345,15 +370,16 @@ static double keep_value(eng *g, uint32_t i)
         } else {
             d = l == g->cur ? 1.0 : distance(g, l);
         }
-        /* The logit changes only when the key is used or its layer visited:
-         * most scans read it from the slot. */
-        if (g->s_zv[i] != at) {
+        /* q changes only when the key is used, its layer visited or the
+         * snapshot renewed: most scans read it from the slot. */
+        if (g->s_qv[i] != at || g->s_qe[i] != g->epoch) {
             unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)g->k_hist[k] << gap) & 0xffu;
-            double r = g->k_f[k] * decay_pow(g, gap) * (1 - g->p->decay);
-            g->s_z[i] = (float)reuse_logit(g, h, r);
-            g->s_zv[i] = at;
+            double r = rate_of(g, g->k_f[k] * decay_pow(g, gap), at);
+            g->s_q[i] = (float)(1.0 / (1.0 + exp(-reuse_logit(g, g->ws, h, r))));
+            g->s_qv[i] = at;
+            g->s_qe[i] = g->epoch;
         }
-        return g->s_z[i] - g->p->lambda * d;
+        return g->s_q[i] - g->p->lambda * d;
     }
     default:
         return (double)g->s_tick[i];
@@ -393,8 +419,9 @@ static void eng_free(eng *g)
     free(g->s_key);
     free(g->s_tick);
     free(g->s_pin);
-    free(g->s_z);
-    free(g->s_zv);
+    free(g->s_q);
+    free(g->s_qv);
+    free(g->s_qe);
     free(g->k_slot);
     free(g->k_f);
     free(g->k_last);
@@ -419,8 +446,9 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     g.s_key = malloc((slots ? slots : 1) * sizeof *g.s_key);
     g.s_tick = calloc(slots ? slots : 1, sizeof *g.s_tick);
     g.s_pin = calloc(slots ? slots : 1, sizeof *g.s_pin);
-    g.s_z = calloc(slots ? slots : 1, sizeof *g.s_z);
-    g.s_zv = calloc(slots ? slots : 1, sizeof *g.s_zv);
+    g.s_q = calloc(slots ? slots : 1, sizeof *g.s_q);
+    g.s_qv = calloc(slots ? slots : 1, sizeof *g.s_qv);
+    g.s_qe = calloc(slots ? slots : 1, sizeof *g.s_qe);
     g.k_slot = malloc((nk ? nk : 1) * sizeof *g.k_slot);
     g.k_f = calloc(nk ? nk : 1, sizeof *g.k_f);
     g.k_last = calloc(nk ? nk : 1, sizeof *g.k_last);
@@ -428,17 +456,20 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     g.l_visits = calloc(st->layers ? st->layers : 1, sizeof *g.l_visits);
     g.l_step = calloc(st->layers ? st->layers : 1, sizeof *g.l_step);
     g.dpow = malloc(POW_N * sizeof *g.dpow);
-    if (!g.s_key || !g.s_tick || !g.s_pin || !g.s_z || !g.s_zv || !g.k_slot || !g.k_f || !g.k_last || !g.k_hist ||
+    if (!g.s_key || !g.s_tick || !g.s_pin || !g.s_q || !g.s_qv || !g.s_qe || !g.k_slot || !g.k_f || !g.k_last || !g.k_hist ||
         !g.l_visits || !g.l_step || !g.dpow) {
         eng_free(&g);
         return -1;
     }
     for (size_t i = 0; i < nk; i++)
         g.k_slot[i] = NONE;
+    for (uint32_t i = 0; i < slots; i++)
+        g.s_qv[i] = NONE;
     g.dpow[0] = 1;
     for (size_t i = 1; i < POW_N; i++)
         g.dpow[i] = g.dpow[i - 1] * p->decay;
     memcpy(g.w, p->weights ? p->weights : w_start, sizeof g.w);
+    memcpy(g.ws, g.w, sizeof g.ws);
     g.period = st->layers ? st->layers : 1;
     uint32_t used = 0;
 
@@ -482,7 +513,7 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
             }
             g.s_tick[i] = ++g.tick;
             g.s_pin[i] = g.step;
-            g.s_zv[i] = 0; /* its history changes: the logit is stale */
+            g.s_qv[i] = NONE; /* its history changes: q is stale */
             note_use(&g, k, l);
         }
         if (!st->one_off)
@@ -506,7 +537,7 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
                 }
                 g.s_key[i] = k;
                 g.k_slot[k] = i;
-                g.s_zv[i] = 0;
+                g.s_qv[i] = NONE;
             }
             g.s_tick[i] = ++g.tick;
         }

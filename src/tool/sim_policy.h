@@ -64,7 +64,7 @@ typedef enum simp_policy {
     SIMP_LRU = 0, /* least recently used (the seed's policy) */
     SIMP_LFU,     /* decayed frequency: the least used, decayed per visit, goes */
     SIMP_LAYER,   /* layer distance alone: the entry whose layer comes last goes */
-    SIMP_REUSE,   /* learned chance of reuse at the next visit, less the distance */
+    SIMP_REUSE,   /* learned chance of reuse at the next visit, less its distance */
     SIMP_N_POLICIES
 } simp_policy;
 
@@ -73,7 +73,7 @@ typedef enum simp_policy {
 typedef struct simp_params {
     simp_policy policy;
     double decay;        /* LFU, REUSE: count decay per visit of the key's layer */
-    double lambda;       /* REUSE: logit taken off per layer cycle of distance */
+    double lambda;       /* REUSE: chance of reuse taken off per layer cycle of distance */
     double rate;         /* REUSE: learning rate (0: the weights stay at their start) */
     uint32_t train_max;  /* REUSE: training examples per request, at most */
     const double *weights; /* REUSE: SIMP_REUSE_W start weights; NULL: the built-in ones */
