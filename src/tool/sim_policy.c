@@ -22,10 +22,13 @@
  *          bypass can run (a newcomer that is not stronger than the
  *          weakest retained entry is itself the next to go).
  *   layer  keep = -distance: the entry whose layer comes round last goes.
- *   reuse  keep = q - lambda * distance, where q is a learned chance that
- *          the key is asked for at the next visit of its layer and
+ *   reuse  keep = q - lambda * qv * distance, where q is a learned chance
+ *          that the key is asked for at the next visit of its layer,
  *          distance in [0, 1] is how much of a layer cycle remains until
- *          that visit. q = 1 / (1 + exp(-z)), z = w . (1, ln(r + 0.01),
+ *          that visit, and qv, the moving average of the victims' q, is
+ *          what holding a slot for a cycle is worth at the margin (a
+ *          Lagrange price: high in a tight cache or a loop, low in a
+ *          roomy one); lambda scales it (1). q = 1 / (1 + exp(-z)), z = w . (1, ln(r + 0.01),
  *          h0 .. h7): r is the key's rate per visit (its decayed count
  *          times 1 - decay, over 1 - decay^visits while the layer is
  *          young) and h its history as it will stand at the next visit.
@@ -56,6 +59,7 @@
 #define WEIGHT_MAX 16.0  /* weights are clamped to +-this */
 #define POW_N 4096       /* decay^n table; beyond it the count is 0 */
 #define EPOCH 1024       /* training examples between two snapshots of the weights */
+#define QV_SPAN 64.0     /* victims in the moving average of their q */
 
 static const char *const names[SIMP_N_POLICIES] = {"lru", "lfu", "layer", "reuse"};
 
@@ -81,7 +85,7 @@ void simp_params_default(simp_params *p, simp_policy policy)
     memset(p, 0, sizeof *p);
     p->policy = policy;
     p->decay = 0.98;
-    p->lambda = 0.2;
+    p->lambda = 1.0;
     p->rate = 0.003;
     p->train_max = 4;
 }
@@ -265,6 +269,7 @@ typedef struct eng {
     double w[SIMP_REUSE_W];  /* learning */
     double ws[SIMP_REUSE_W]; /* scoring: snapshot of w */
     uint32_t epoch, trained; /* snapshots taken, examples since the last */
+    double qv;               /* victims' q, moving average: the price of a cycle */
     double *dpow; /* decay^n, n < POW_N */
 } eng;
 
@@ -379,7 +384,7 @@ static double keep_value(eng *g, uint32_t i)
             g->s_qv[i] = at;
             g->s_qe[i] = g->epoch;
         }
-        return g->s_q[i] - g->p->lambda * d;
+        return g->s_q[i] - g->p->lambda * g->qv * d;
     }
     default:
         return (double)g->s_tick[i];
@@ -404,6 +409,8 @@ static uint32_t pick(eng *g, uint64_t *scanned)
             bt = t;
         }
     }
+    if (best != NONE && g->p->policy == SIMP_REUSE)
+        g->qv += (g->s_q[best] - g->qv) / QV_SPAN;
     return best;
 }
 
@@ -470,6 +477,7 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
         g.dpow[i] = g.dpow[i - 1] * p->decay;
     memcpy(g.w, p->weights ? p->weights : w_start, sizeof g.w);
     memcpy(g.ws, g.w, sizeof g.ws);
+    g.qv = 0.5;
     g.period = st->layers ? st->layers : 1;
     uint32_t used = 0;
 

@@ -73,7 +73,7 @@ typedef enum simp_policy {
 typedef struct simp_params {
     simp_policy policy;
     double decay;        /* LFU, REUSE: count decay per visit of the key's layer */
-    double lambda;       /* REUSE: chance of reuse taken off per layer cycle of distance */
+    double lambda;       /* REUSE: cost of a layer cycle of distance, in victims' chances */
     double rate;         /* REUSE: learning rate (0: the weights stay at their start) */
     uint32_t train_max;  /* REUSE: training examples per request, at most */
     const double *weights; /* REUSE: SIMP_REUSE_W start weights; NULL: the built-in ones */
