@@ -3,7 +3,7 @@
  * trace written by `smoe trace-gen`: prints one row per trace and size
  * with Belady and each policy asked for; --json holds the same figures,
  * no policy above Belady; every step shape (half, tokens, group, both
- * shuffles) runs; bad options, a missing trace and a malformed trace give
+ * shuffles, one-shot reads) and --ceiling run; bad options, a missing trace and a malformed trace give
  * a message naming the problem and a non-zero exit.
  */
 #include <errno.h>
@@ -180,6 +180,10 @@ static void test_shapes(void **state)
     }
     assert_int_equal(RUN("sim", "--no-history", "--no-current", "--policy", "reuse", g_trace),
                      0);
+    assert_int_equal(RUN("sim", "--ceiling", "--half", "2", "--policy", "lru", g_trace), 0);
+    expect_contains(g_out, "ceiling");
+    assert_int_not_equal(RUN("sim", "--ceiling", "--group", "4", g_trace), 0);
+    expect_contains(g_err, "--ceiling");
 }
 
 static void test_bad_input(void **state)

@@ -11,6 +11,7 @@
 
 #include "sim.h"
 #include "sim_policy.h"
+#include "sim_rank.h"
 #include "tool.h"
 #include "trace.h"
 
@@ -43,6 +44,9 @@ static int usage(void)
         "  --train N           reuse: training examples per request (default 4)\n"
         "  --no-history        reuse without its history bits\n"
         "  --no-current        reuse: idle keys of the current layer count as passed\n"
+        "  --ceiling           also print what the best history ranking could hit:\n"
+        "                      the C experts most likely next, held for free at every\n"
+        "                      token (decode order only)\n"
         "  --stats             also print evictions, entries scanned and time per\n"
         "                      eviction, and reuse's final weights\n"
         "  --json FILE         write every figure as JSON\n");
@@ -65,6 +69,7 @@ typedef struct sim_cfg {
     simp_params over; /* decay, lambda, rate, train_max, flags given on the line */
     int set_decay, set_lambda, set_rate, set_train;
     int stats;
+    int ceiling;
     const char *json_path;
 } sim_cfg;
 
@@ -209,6 +214,15 @@ static int run_trace(const sim_cfg *c, const char *path, json_object *jrows, tot
     uint32_t n_keys = t.layers * t.experts;
     size_t n = simp_steps_requests(&st);
     int rc = 0;
+    uint64_t ceil_hits[MAX_SIZES] = {0}, ceil_req = 0;
+    if (c->ceiling) {
+        uint32_t sz[MAX_SIZES];
+        for (int zi = 0; zi < c->n_sizes; zi++)
+            sz[zi] = slots_of(&c->sizes[zi], n_keys);
+        if (simp_rank_bound(&t, sh.tok_begin, sh.tok_end, sz, c->n_sizes, ceil_hits,
+                            &ceil_req))
+            rc = tool_error("sim", "out of memory");
+    }
     for (int zi = 0; zi < c->n_sizes && !rc; zi++) {
         uint32_t slots = slots_of(&c->sizes[zi], n_keys);
         char zname[32];
@@ -220,12 +234,18 @@ static int run_trace(const sim_cfg *c, const char *path, json_object *jrows, tot
         }
         double opt_rate = ratio(opt.hits, opt.requests);
         printf("%-38.38s %6s %7u  %6.3f", base_name(path), zname, slots, opt_rate);
+        if (c->ceiling)
+            printf("  %6.3f (%.2f)", ratio(ceil_hits[zi], ceil_req),
+                   opt.hits ? (double)ceil_hits[zi] / (double)opt.hits : 0.0);
         json_object *jr = json_object_new_object();
         json_object_object_add(jr, "trace", json_object_new_string(path));
         json_object_object_add(jr, "size", json_object_new_string(zname));
         json_object_object_add(jr, "slots", json_object_new_uint64(slots));
         json_object_object_add(jr, "requests", json_object_new_uint64(n));
         json_object_object_add(jr, "belady", json_object_new_double(opt_rate));
+        if (c->ceiling)
+            json_object_object_add(jr, "ceiling",
+                                   json_object_new_double(ratio(ceil_hits[zi], ceil_req)));
         json_object *jp = json_object_new_object();
         char stats[2048] = "";
         size_t sl = 0;
@@ -329,6 +349,10 @@ int cmd_sim(int argc, char **argv)
             c.stats = 1;
             continue;
         }
+        if (!strcmp(a, "--ceiling")) {
+            c.ceiling = 1;
+            continue;
+        }
         if (a[0] != '-') {
             traces[n_traces++] = a;
             continue;
@@ -394,6 +418,12 @@ int cmd_sim(int argc, char **argv)
             return 2;
         }
     }
+    if (c.ceiling && (c.shape.group > 1 || c.shape.shuffle_tokens || c.shape.shuffle_layers ||
+                      c.shape.one_shot)) {
+        free(traces);
+        return tool_error("sim", "--ceiling ranks tokens in their order: not with --group, "
+                          "--shuffle-tokens, --shuffle-layers or --one-shot") + 1;
+    }
     if (!n_traces || (c.half && c.tokens_set)) {
         free(traces);
         return tool_error("sim", n_traces ? "--half and --tokens exclude each other"
@@ -401,6 +431,8 @@ int cmd_sim(int argc, char **argv)
     }
 
     printf("%-38s %6s %7s  %6s", "trace", "size", "slots", "belady");
+    if (c.ceiling)
+        printf("  %-13s", "ceiling");
     for (int pi = 0; pi < c.n_policies; pi++)
         printf("  %-13s", simp_policy_name((simp_policy)c.policies[pi]));
     printf("\n");
@@ -416,6 +448,8 @@ int cmd_sim(int argc, char **argv)
             char zname[32];
             size_name(&c.sizes[zi], zname, sizeof zname);
             printf("%-38s %6s %7s  %6s", "mean fraction of belady", zname, "", "");
+            if (c.ceiling)
+                printf("  %-13s", "");
             for (int pi = 0; pi < c.n_policies; pi++)
                 printf("         (%.2f)", tot.n[zi] ? tot.frac[zi][pi] / tot.n[zi] : 0.0);
             printf("\n");
