@@ -3,20 +3,33 @@
  *
  * Per token and layer: route (a recorded trace, or synthetic routing with
  * skewed popularity and adjacent-token overlap), prefetch the routed
- * experts as demand, claim each as it arrives, compute something real on
- * its bytes (a dot product over every component, so the data is read),
- * release. Between requests the engine goes idle (smoe_set_busy(s, 0)) so
- * the library's pre-warm thread may run. Prints tokens/s, hit rate and time
+ * experts as demand (and a trace's speculative bets as speculative), claim
+ * each as it arrives, compute something real on its bytes (a dot product
+ * over every component, so the data is read), release. Between requests
+ * the engine goes idle (smoe_set_busy(s, 0)) for --idle-ms, so the
+ * library's pre-warm thread may run. Prints tokens/s, hit rate and time
  * spent waiting in claim.
+ *
+ * Traces are plain text in the format of docs/trace-format.md (decompress
+ * a .gz first); a malformed line stops the run with its file, line number
+ * and what was expected.
  *
  * Build: cc decode_loop.c $(pkg-config --cflags --libs smoe_stream) -lm
  * Run:   decode_loop VAULT [--tokens N] [--requests R] [--top-k K]
- *                    [--trace FILE] [--workers N] [--slots N]
+ *                    [--trace FILE] [--workers N] [--slots N] [--idle-ms MS]
  *
- * Introduces usage of: smoe_open, smoe_prefetch, smoe_claim_wait,
- * smoe_release, smoe_layout_component, smoe_set_busy, smoe_get_stats.
+ * Introduces usage of: smoe_open, smoe_prefetch, smoe_claim,
+ * smoe_claim_wait, smoe_release, smoe_layout_count, smoe_layout_component,
+ * smoe_set_busy, smoe_get_stats.
+ *
+ * SPDX-License-Identifier: MIT
  */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
+#endif
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +38,9 @@
 
 #include <smoe/smoe.h>
 
-#define MAX_K 64
+#define MAX_K 64            /* experts per line, ranked or speculative */
+#define LINE_MAX_BYTES 4096 /* a trace line, newline included */
+#define CLAIM_TIMEOUT_NS 10000000000ull
 
 static double now_s(void)
 {
@@ -34,25 +49,65 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int die(const char *what, int err)
+static void sleep_ms(unsigned ms)
 {
-    fprintf(stderr, "decode_loop: %s: %s (%s)\n", what, smoe_last_error(),
-            smoe_err_name(err));
-    return 1;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* A library call failed: say which and why, and exit non-zero. */
+_Noreturn static void die(const char *what, int err)
+{
+    fprintf(stderr, "decode_loop: %s: %s (%s)\n", what, smoe_last_error(), smoe_err_name(err));
+    exit(1);
 }
 
 /* ---- routing: a trace file, or synthetic ------------------------------ */
 
+/* One routing step: the experts of one (token, layer). */
+struct step {
+    uint64_t token;
+    uint32_t layer;
+    int new_request;         /* this step starts a request (not the first) */
+    uint32_t n, nspec;
+    uint32_t ex[MAX_K];      /* ranked: demand */
+    uint32_t spec[MAX_K];    /* the trace's next ranks: speculative */
+};
+
 struct router {
-    FILE *trace;             /* NULL: synthetic */
     uint32_t layers, experts, k;
+    /* trace */
+    FILE *trace;
+    const char *path;
+    uint64_t line;
+    uint32_t hdr_layers, hdr_experts, hdr_topk; /* 0: not in the header */
+    int started, request_seen;
+    uint64_t prev_token;
+    uint32_t prev_layer;
+    /* synthetic */
     uint64_t rng;
-    double *cdf;             /* expert popularity, per layer */
+    double *cdf;             /* expert popularity */
     uint32_t *prev;          /* previous token's experts, layers x k */
     double overlap;          /* chance to keep the previous token's choice */
-    int new_request;         /* the trace started a new request */
-    uint32_t next_layer;     /* synthetic: the layer routed next */
+    uint64_t token, tokens_per_request, tokens_total;
+    uint32_t next_layer;
 };
+
+/* A malformed trace: name the file and line, say what was expected, exit. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+_Noreturn static void trace_fail(const struct router *r, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "decode_loop: %s:%llu: ", r->path, (unsigned long long)r->line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
 
 static uint64_t rnd(uint64_t *x)
 {
@@ -67,82 +122,63 @@ static double rnd01(uint64_t *x)
     return (double)(rnd(x) >> 11) / 9007199254740992.0;
 }
 
-static int router_init(struct router *r, const char *trace, uint32_t layers, uint32_t experts,
-                       uint32_t k)
+static void router_open_trace(struct router *r, const char *path)
 {
-    memset(r, 0, sizeof *r);
-    r->layers = layers;
-    r->experts = experts;
-    r->k = k;
+    r->path = path;
+    r->trace = fopen(path, "rb");
+    if (!r->trace) {
+        fprintf(stderr, "decode_loop: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    int c0 = getc(r->trace), c1 = getc(r->trace);
+    if (c0 == 0x1f && c1 == 0x8b) {
+        fprintf(stderr, "decode_loop: %s: gzip-compressed; decode_loop reads plain text: "
+                "decompress it first (zcat %s > trace.txt)\n", path, path);
+        exit(1);
+    }
+    rewind(r->trace);
+}
+
+static void router_synthetic(struct router *r, uint64_t tokens, uint64_t requests)
+{
     r->rng = 0x5EED;
     r->overlap = 0.45;
-    if (trace) {
-        r->trace = fopen(trace, "r");
-        if (!r->trace) {
-            perror(trace);
-            return -1;
-        }
-        return 0;
+    r->tokens_per_request = tokens;
+    r->tokens_total = tokens * requests;
+    r->cdf = malloc(sizeof *r->cdf * r->experts);
+    r->prev = calloc((size_t)r->layers * r->k, sizeof *r->prev);
+    if (!r->cdf || !r->prev) {
+        fprintf(stderr, "decode_loop: out of memory for the synthetic router\n");
+        exit(1);
     }
-    r->cdf = malloc(sizeof *r->cdf * experts);
-    r->prev = calloc((size_t)layers * k, sizeof *r->prev);
-    if (!r->cdf || !r->prev)
-        return -1;
     double sum = 0;
-    for (uint32_t e = 0; e < experts; e++)
+    for (uint32_t e = 0; e < r->experts; e++)
         sum += 1.0 / pow(e + 1.0, 0.9);
     double acc = 0;
-    for (uint32_t e = 0; e < experts; e++) {
+    for (uint32_t e = 0; e < r->experts; e++) {
         acc += 1.0 / pow(e + 1.0, 0.9) / sum;
         r->cdf[e] = acc;
     }
-    for (size_t i = 0; i < (size_t)layers * k; i++)
+    for (size_t i = 0; i < (size_t)r->layers * r->k; i++)
         r->prev[i] = UINT32_MAX;
-    return 0;
 }
 
-/*
- * Next routing step: sets *layer and the experts in out[]; returns how
- * many, 0 at the end of a trace. Synthetic routing walks the layers in
- * order, token after token.
- */
-static uint32_t route(struct router *r, uint32_t *layer, uint32_t *out)
+/* Synthetic routing walks the layers in order, token after token. */
+static int route_synthetic(struct router *r, struct step *st)
 {
-    if (r->trace) {
-        char line[4096];
-        while (fgets(line, sizeof line, r->trace)) {
-            if (line[0] == '#') {
-                if (!strncmp(line, "# request", 9))
-                    r->new_request = 1;
-                continue;
-            }
-            char *p = line, *end;
-            strtoul(p, &end, 10); /* token */
-            p = end;
-            unsigned long l = strtoul(p, &end, 10);
-            if (end == p || l >= r->layers)
-                continue;
-            p = end;
-            uint32_t n = 0;
-            for (;;) {
-                unsigned long e = strtoul(p, &end, 10);
-                if (end == p || n == MAX_K)
-                    break;
-                if (e < r->experts)
-                    out[n++] = (uint32_t)e;
-                p = end;
-            }
-            if (n == 0)
-                continue;
-            *layer = (uint32_t)l;
-            return n;
-        }
+    if (r->token == r->tokens_total)
         return 0;
-    }
     uint32_t l = r->next_layer;
-    r->next_layer = (l + 1) % r->layers;
-    *layer = l;
-    uint32_t *prev = &r->prev[(size_t)l * r->k];
+    st->token = r->token;
+    st->layer = l;
+    st->new_request = l == 0 && r->token > 0 && r->token % r->tokens_per_request == 0;
+    st->n = r->k;
+    st->nspec = 0;
+    if (++r->next_layer == r->layers) {
+        r->next_layer = 0;
+        r->token++;
+    }
+    uint32_t *prev = &r->prev[(size_t)l * r->k], *out = st->ex;
     for (uint32_t i = 0; i < r->k; i++) {
         uint32_t e = prev[i];
         if (e == UINT32_MAX || rnd01(&r->rng) >= r->overlap) {
@@ -161,7 +197,149 @@ static uint32_t route(struct router *r, uint32_t *layer, uint32_t *out)
         out[i] = e;
     }
     memcpy(prev, out, sizeof *out * r->k);
-    return r->k;
+    return 1;
+}
+
+/* A decimal number <= 4294967295 at *p (after blanks); 0 if none there. */
+static int parse_u32(const struct router *r, char **p, uint32_t *v, const char *what)
+{
+    char *s = *p + strspn(*p, " \t");
+    if (*s < '0' || *s > '9')
+        return 0;
+    uint64_t x = 0;
+    for (; *s >= '0' && *s <= '9'; s++)
+        if ((x = x * 10 + (uint64_t)(*s - '0')) > UINT32_MAX)
+            trace_fail(r, "%s is over 4294967295", what);
+    if (*s && *s != ' ' && *s != '\t' && *s != '|')
+        trace_fail(r, "%s: unexpected character '%c' after the number", what, *s);
+    *v = (uint32_t)x;
+    *p = s;
+    return 1;
+}
+
+/* key=value words of a header comment: the trace's shape. */
+static void parse_header(struct router *r, char *s)
+{
+    for (char *w = strtok(s, " \t"); w; w = strtok(NULL, " \t")) {
+        char *eq = strchr(w, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        uint32_t *dst = !strcmp(w, "layers") ? &r->hdr_layers
+                      : !strcmp(w, "experts") ? &r->hdr_experts
+                      : !strcmp(w, "topk") || !strcmp(w, "top_k") ? &r->hdr_topk : NULL;
+        if (!dst)
+            continue; /* model=, and keys this reader does not know */
+        char *v = eq + 1, *end = v;
+        uint32_t x;
+        if (!parse_u32(r, &end, &x, w) || *end || x == 0 || x > 65536)
+            trace_fail(r, "header key %s: found \"%s\", expected a number in 1..65536", w, v);
+        if (*dst && *dst != x)
+            trace_fail(r, "header key %s=%u, given earlier as %u", w, x, *dst);
+        *dst = x;
+    }
+    if (r->hdr_layers && r->hdr_layers != r->layers)
+        trace_fail(r, "the trace is for %u layers, the vault has %u", r->hdr_layers, r->layers);
+    if (r->hdr_experts && r->hdr_experts != r->experts)
+        trace_fail(r, "the trace is for %u experts per layer, the vault has %u",
+                   r->hdr_experts, r->experts);
+}
+
+/* Up to n experts of one line into out; checks range and distinctness. */
+static uint32_t parse_experts(struct router *r, char **p, uint32_t *out, uint32_t *all,
+                              uint32_t *nall, const char *what)
+{
+    uint32_t n = 0, e;
+    while (parse_u32(r, p, &e, "an expert number")) {
+        if (n == MAX_K)
+            trace_fail(r, "more than %d %s experts", MAX_K, what);
+        if (e >= r->experts)
+            trace_fail(r, "expert %u is not below the vault's %u experts per layer", e,
+                       r->experts);
+        for (uint32_t i = 0; i < *nall; i++)
+            if (all[i] == e)
+                trace_fail(r, "expert %u appears twice in one line", e);
+        all[(*nall)++] = e;
+        out[n++] = e;
+    }
+    return n;
+}
+
+/* The next record of the trace; 0 at its end. */
+static int route_trace(struct router *r, struct step *st)
+{
+    char line[LINE_MAX_BYTES];
+    int request = 0;
+    while (fgets(line, sizeof line, r->trace)) {
+        r->line++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(r->trace))
+            trace_fail(r, "line longer than %d bytes", LINE_MAX_BYTES - 1);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        char *p = line + strspn(line, " \t");
+        if (!*p)
+            continue;
+        if (*p == '#') {
+            if (!strncmp(p, "# source:", 9))
+                continue;
+            if (!strncmp(p, "# request", 9)) {
+                char *q = p + 9;
+                uint32_t n;
+                if (!parse_u32(r, &q, &n, "request number") || q[strspn(q, " \t")])
+                    trace_fail(r, "expected \"# request N\" with a decimal N");
+                request = r->request_seen = 1;
+                continue;
+            }
+            parse_header(r, p + 1);
+            continue;
+        }
+        uint32_t token, layer, all[2 * MAX_K], nall = 0;
+        if (!parse_u32(r, &p, &token, "token") || !parse_u32(r, &p, &layer, "layer"))
+            trace_fail(r, "expected \"token layer e1 ... ek [| s1 ... sm]\"");
+        if (layer >= r->layers)
+            trace_fail(r, "layer %u is not below the vault's %u layers", layer, r->layers);
+        if (r->started && token < r->prev_token)
+            trace_fail(r, "token %u after token %llu: token numbers never decrease", token,
+                       (unsigned long long)r->prev_token);
+        if (r->started && token == r->prev_token && layer <= r->prev_layer)
+            trace_fail(r, "layer %u after layer %u of token %u: layers of a token increase",
+                       layer, r->prev_layer, token);
+        st->n = parse_experts(r, &p, st->ex, all, &nall, "ranked");
+        if (st->n == 0)
+            trace_fail(r, "no experts: expected \"token layer e1 ... ek [| s1 ... sm]\"");
+        if (r->hdr_topk && st->n > r->hdr_topk)
+            trace_fail(r, "%u ranked experts, over the header's topk=%u", st->n, r->hdr_topk);
+        st->nspec = 0;
+        p += strspn(p, " \t");
+        if (*p == '|') {
+            p++;
+            st->nspec = parse_experts(r, &p, st->spec, all, &nall, "speculative");
+            p += strspn(p, " \t");
+        }
+        if (*p)
+            trace_fail(r, "unexpected \"%.20s\": expected an expert number, or '|' then "
+                       "expert numbers", p);
+        st->new_request = r->started && request;
+        st->token = token;
+        st->layer = layer;
+        r->started = 1;
+        r->prev_token = token;
+        r->prev_layer = layer;
+        return 1;
+    }
+    if (ferror(r->trace)) {
+        fprintf(stderr, "decode_loop: %s: read error: %s\n", r->path, strerror(errno));
+        exit(1);
+    }
+    if (!r->started)
+        trace_fail(r, "no routing records in the trace");
+    return 0;
+}
+
+static int route(struct router *r, struct step *st)
+{
+    return r->trace ? route_trace(r, st) : route_synthetic(r, st);
 }
 
 /* ---- compute: a dot product over every component ---------------------- */
@@ -195,35 +373,104 @@ static double component_dot(const unsigned char *p, const smoe_component *c)
 static double expert_compute(smoe_stream *s, const smoe_blob *b)
 {
     int n = smoe_layout_count(s, b->layout);
+    if (n < 0)
+        die("layout count", n);
     double acc = 0;
     for (int i = 0; i < n; i++) {
         smoe_component c;
-        if (smoe_layout_component(s, b->layout, (uint32_t)i, &c) == 0 &&
-            c.offset + c.nbytes <= b->size)
-            acc += component_dot((const unsigned char *)b->data + c.offset, &c);
+        int r = smoe_layout_component(s, b->layout, (uint32_t)i, &c);
+        if (r < 0)
+            die("layout component", r);
+        if (c.offset > b->size || c.nbytes > b->size - c.offset) {
+            fprintf(stderr, "decode_loop: layer %u expert %u: component \"%s\" ends at %llu, "
+                    "past the %llu-byte blob\n", b->layer, b->expert, c.name,
+                    (unsigned long long)(c.offset + c.nbytes), (unsigned long long)b->size);
+            exit(1);
+        }
+        acc += component_dot((const unsigned char *)b->data + c.offset, &c);
     }
     return acc;
 }
 
+/* Claim the n experts of a step in the order they arrive; compute; release. */
+static double run_step(smoe_stream *s, const struct step *st)
+{
+    double acc = 0;
+    uint64_t todo = st->n == 64 ? UINT64_MAX : (1ull << st->n) - 1;
+    while (todo) {
+        smoe_blob b;
+        int got = -1, r;
+        for (uint32_t i = 0; i < st->n && got < 0; i++) {
+            if (!(todo >> i & 1))
+                continue;
+            if ((r = smoe_claim(s, st->layer, st->ex[i], &b)) >= 0)
+                got = (int)i;
+            else if (r != SMOE_EAGAIN)
+                die("claim", r);
+        }
+        if (got < 0) { /* none has arrived yet: wait for the best-ranked one */
+            for (got = 0; !(todo >> got & 1); got++)
+                ;
+            if ((r = smoe_claim_wait(s, st->layer, st->ex[got], CLAIM_TIMEOUT_NS, &b)) < 0)
+                die("claim_wait", r);
+        }
+        todo &= ~(1ull << got);
+        acc += expert_compute(s, &b);
+        if ((r = smoe_release(s, &b)) < 0)
+            die("release", r);
+    }
+    return acc;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static uint32_t parse_opt(const char *opt, const char *val, uint32_t lo, uint32_t hi)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(val, &end, 10);
+    if (!*val || *end || errno || *val == '-' || v < lo || v > hi) {
+        fprintf(stderr, "decode_loop: %s: \"%s\" is not a number in %u..%u\n", opt, val, lo,
+                hi);
+        exit(2);
+    }
+    return (uint32_t)v;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: decode_loop VAULT [--tokens N] [--requests R] [--top-k K] "
+               "[--trace FILE] [--workers N] [--slots N] [--idle-ms MS]\n");
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help")) {
-        fprintf(stderr, "usage: decode_loop VAULT [--tokens N] [--requests R] [--top-k K] "
-                        "[--trace FILE] [--workers N] [--slots N]\n");
-        return argc < 2 ? 2 : 0;
+    if (argc >= 2 && !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc < 2 || argv[1][0] == '-') {
+        usage(stderr);
+        return 2;
     }
     const char *vault = argv[1], *trace = NULL;
-    uint32_t tokens = 64, requests = 2, k = 0, workers = 0, slots = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        uint32_t v = (uint32_t)strtoul(argv[i + 1], NULL, 10);
-        if (!strcmp(argv[i], "--tokens")) tokens = v;
-        else if (!strcmp(argv[i], "--requests")) requests = v;
-        else if (!strcmp(argv[i], "--top-k")) k = v;
-        else if (!strcmp(argv[i], "--workers")) workers = v;
-        else if (!strcmp(argv[i], "--slots")) slots = v;
-        else if (!strcmp(argv[i], "--trace")) trace = argv[i + 1];
+    uint32_t tokens = 64, requests = 2, k = 0, workers = 0, slots = 0, idle_ms = 100;
+    for (int i = 2; i < argc; i += 2) {
+        const char *o = argv[i], *v = argv[i + 1];
+        if (i + 1 == argc) {
+            fprintf(stderr, "decode_loop: %s needs a value\n", o);
+            return 2;
+        }
+        if (!strcmp(o, "--tokens")) tokens = parse_opt(o, v, 1, 1u << 30);
+        else if (!strcmp(o, "--requests")) requests = parse_opt(o, v, 1, 1u << 20);
+        else if (!strcmp(o, "--top-k")) k = parse_opt(o, v, 1, MAX_K);
+        else if (!strcmp(o, "--workers")) workers = parse_opt(o, v, 1, 1024);
+        else if (!strcmp(o, "--slots")) slots = parse_opt(o, v, 1, 1u << 20);
+        else if (!strcmp(o, "--idle-ms")) idle_ms = parse_opt(o, v, 0, 60000);
+        else if (!strcmp(o, "--trace")) trace = v;
         else {
-            fprintf(stderr, "decode_loop: unknown option %s\n", argv[i]);
+            fprintf(stderr, "decode_loop: unknown option %s\n", o);
+            usage(stderr);
             return 2;
         }
     }
@@ -241,80 +488,84 @@ int main(int argc, char **argv)
     smoe_stream *s;
     int r = smoe_open(vault, &o, &s);
     if (r < 0)
-        return die("open", r);
+        die("open", r);
     smoe_vault_info vi = SMOE_VAULT_INFO_INIT;
     if ((r = smoe_vault_info_get(s, &vi)) < 0)
-        return die("vault info", r);
+        die("vault info", r);
     if (!k)
         k = vi.top_k ? vi.top_k : 4;
-    if (k > MAX_K || k > vi.experts) {
-        fprintf(stderr, "decode_loop: top-k %u is over the %u experts per layer\n", k,
+    if (k > vi.experts) {
+        fprintf(stderr, "decode_loop: top-k %u is over the vault's %u experts per layer\n", k,
                 vi.experts);
         return 1;
     }
     struct router rt;
-    if (router_init(&rt, trace, vi.layers, vi.experts, k) < 0)
-        return 1;
+    memset(&rt, 0, sizeof rt);
+    rt.layers = vi.layers;
+    rt.experts = vi.experts;
+    rt.k = k;
+    if (trace)
+        router_open_trace(&rt, trace);
+    else
+        router_synthetic(&rt, tokens, requests);
 
-    double t0 = now_s(), checksum = 0;
-    uint64_t done = 0;
-    uint32_t ex[MAX_K], layer, last_layer = UINT32_MAX, n;
-    uint32_t req = 0, tok = 0;
-    smoe_set_busy(s, 1); /* a request: demand owns the disk */
-    while ((n = route(&rt, &layer, ex)) > 0) {
-        if (layer <= last_layer && last_layer != UINT32_MAX) { /* a new token */
+    double busy_s = 0, t0 = now_s(), checksum = 0;
+    uint64_t done = 0, nreq = 1, last_token = 0;
+    struct step st;
+    if ((r = smoe_set_busy(s, 1)) < 0) /* a request: demand owns the disk */
+        die("set_busy", r);
+    for (int first = 1; route(&rt, &st); first = 0) {
+        if (!first && st.token != last_token)
             done++;
-            int end_req = trace ? rt.new_request : ++tok == tokens;
-            if (end_req) {
-                rt.new_request = 0;
-                tok = 0;
-                smoe_set_busy(s, 0); /* between requests: pre-warm may run */
-                if (!trace && ++req == requests)
-                    break;
-                smoe_set_busy(s, 1);
-            }
+        last_token = st.token;
+        if (st.new_request) { /* between requests: idle, pre-warm may run */
+            busy_s += now_s() - t0;
+            if ((r = smoe_set_busy(s, 0)) < 0)
+                die("set_busy", r);
+            sleep_ms(idle_ms);
+            if ((r = smoe_set_busy(s, 1)) < 0)
+                die("set_busy", r);
+            t0 = now_s();
+            nreq++;
         }
-        if (last_layer == UINT32_MAX)
-            rt.new_request = 0; /* the trace's first "# request" */
-        last_layer = layer;
-        for (uint32_t i = 0; i < n; i++)
-            if ((r = smoe_prefetch(s, layer, ex[i], SMOE_PREFETCH_DEMAND)) < 0)
-                return die("prefetch", r);
-        for (uint32_t i = 0; i < n; i++) {
-            smoe_blob b;
-            if ((r = smoe_claim_wait(s, layer, ex[i], 10000000000ull, &b)) < 0)
-                return die("claim", r);
-            checksum += expert_compute(s, &b);
-            if ((r = smoe_release(s, &b)) < 0)
-                return die("release", r);
-        }
+        for (uint32_t i = 0; i < st.n; i++)
+            if ((r = smoe_prefetch(s, st.layer, st.ex[i], SMOE_PREFETCH_DEMAND)) < 0)
+                die("prefetch", r);
+        for (uint32_t i = 0; i < st.nspec; i++) /* SMOE_SKIPPED is fine: a bet */
+            if ((r = smoe_prefetch(s, st.layer, st.spec[i], SMOE_PREFETCH_SPECULATIVE)) < 0)
+                die("speculative prefetch", r);
+        checksum += run_step(s, &st);
     }
-    if (trace && last_layer != UINT32_MAX)
-        done++; /* the trace's last token */
-    smoe_set_busy(s, 0);
-    double sec = now_s() - t0;
+    done++; /* the last token */
+    busy_s += now_s() - t0;
+    if ((r = smoe_set_busy(s, 0)) < 0)
+        die("set_busy", r);
 
-    smoe_stats st = SMOE_STATS_INIT;
-    if ((r = smoe_get_stats(s, &st)) < 0)
-        return die("stats", r);
-    uint64_t demand = st.hits + st.joins + st.misses;
-    printf("decode_loop: %llu tokens x %u layers x top-%u in %.2f s: %.1f tokens/s\n",
-           (unsigned long long)done, vi.layers, k, sec, done / sec);
+    smoe_stats sts = SMOE_STATS_INIT;
+    if ((r = smoe_get_stats(s, &sts)) < 0)
+        die("stats", r);
+    uint64_t demand = sts.hits + sts.joins + sts.misses;
+    printf("decode_loop: %llu tokens in %llu requests x %u layers x top-%u in %.2f s "
+           "(idle gaps excluded): %.1f tokens/s\n",
+           (unsigned long long)done, (unsigned long long)nreq, vi.layers, k, busy_s,
+           (double)done / busy_s);
     printf("  hit rate %.3f (%llu hits, %llu joins, %llu misses), %llu evictions\n",
-           demand ? (double)st.hits / (double)demand : 0.0, (unsigned long long)st.hits,
-           (unsigned long long)st.joins, (unsigned long long)st.misses,
-           (unsigned long long)st.evictions);
+           demand ? (double)sts.hits / (double)demand : 0.0, (unsigned long long)sts.hits,
+           (unsigned long long)sts.joins, (unsigned long long)sts.misses,
+           (unsigned long long)sts.evictions);
     printf("  read %.1f MiB at %.2f GB/s (%s I/O, %llu slots of %.1f MiB)\n",
-           (double)st.bytes_read / 1048576.0, (double)st.bytes_read / sec / 1e9,
-           st.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered",
-           (unsigned long long)st.slots, (double)st.slot_bytes / 1048576.0);
+           (double)sts.bytes_read / 1048576.0, (double)sts.bytes_read / busy_s / 1e9,
+           sts.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered",
+           (unsigned long long)sts.slots, (double)sts.slot_bytes / 1048576.0);
     printf("  waiting in claim: %.3f s total, %.3f ms per token (checksum %.3g)\n",
-           (double)st.claim_wait_ns / 1e9,
-           done ? (double)st.claim_wait_ns / 1e6 / (double)done : 0.0, checksum);
+           (double)sts.claim_wait_ns / 1e9,
+           (double)sts.claim_wait_ns / 1e6 / (double)done, checksum);
     if ((r = smoe_close(s)) < 0)
-        return die("close", r);
-    if (rt.trace)
-        fclose(rt.trace);
+        die("close", r);
+    if (rt.trace && fclose(rt.trace) != 0) {
+        fprintf(stderr, "decode_loop: %s: %s\n", trace, strerror(errno));
+        return 1;
+    }
     free(rt.cdf);
     free(rt.prev);
     return 0;

@@ -96,6 +96,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     blob->gen = gen;
     blob->held = 1;
     smoe__touch(s, v);
+    smoe__freq_hit(&s->freq, key);
     SMOE__COUNT(s, c_claims, 1);
     if (smoe__w_state(w) == SMOE__CONSUMED) {
         SMOE__COUNT(s, c_claim_hits, 1);
@@ -103,6 +104,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     }
     if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM))
         SMOE__COUNT(s, c_spec_used, 1);
+    else if (w & SMOE__W_PREWARM)
+        SMOE__COUNT(s, prewarm.c_hits, 1);
     return SMOE_READY;
 }
 
@@ -138,8 +141,14 @@ static void park_on_slot(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t
             return; /* the word moved: no need to sleep */
         w = nw;
     }
-    if (atomic_load(&s->stop))
+    if (atomic_load(&s->stop)) {
+        /* Shutdown may already have cleared WAITERS and woken this word,
+         * and our CAS set it again: clear it and wake whoever parked on it
+         * since, or another waiter could sleep through the shutdown. */
+        if (atomic_fetch_and(word, ~SMOE__W_WAITERS) & SMOE__W_WAITERS)
+            smoe__park_wake(smoe__low32(word), INT32_MAX);
         return;
+    }
     smoe__park_wait(smoe__low32(word), (uint32_t)w, ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
 }
 
@@ -151,7 +160,6 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         return r;
     const uint32_t key = layer * s->vault.experts + expert;
     uint64_t t0 = 0, now = 0;
-    int asked = 0;
     for (unsigned spins = 0;; spins++) {
         if (atomic_load(&s->stop)) {
             r = smoe__fail(SMOE_ESHUTDOWN, "claim_wait: stream is shut down");
@@ -162,12 +170,12 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         r = claim_once(s, layer, expert, blob, &ws, &ww);
         if (r != SMOE_EAGAIN && r != SMOE_ENOTRESIDENT)
             break;
-        /* Not resident: ask for it. A speculative read in flight: ask once,
-         * which upgrades it to demand. */
-        if (r == SMOE_ENOTRESIDENT ||
-            (!asked && ws != UINT32_MAX && !(ww & SMOE__W_DEMAND))) {
+        /* Not resident: ask for it. A read in flight that is not (or no
+         * longer) a demand read: ask, which upgrades it to demand and pins
+         * it, so we never wait at speculative priority on a read that an
+         * evictor may cancel. */
+        if (r == SMOE_ENOTRESIDENT || (ws != UINT32_MAX && !(ww & SMOE__W_DEMAND))) {
             int p = smoe__prefetch_key(s, key, 0);
-            asked = 1;
             if (p < 0) {
                 r = p;
                 break;

@@ -81,3 +81,59 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint6
     *word = best_word;
     return 1;
 }
+
+/*
+ * Pre-warm's pick for key: an EMPTY slot, else an idle victim (never a
+ * load in flight, a reference or a pin) that is both
+ *  - older than the pre-warm pass: its tick predates the pass's start, so
+ *    nothing demand loaded, claimed or released since the pass began, and
+ *    none of the pass's own loads, is taken; and
+ *  - colder: its expert has fewer claims in the histogram than key, so
+ *    pre-warm never trades an expert for one no more popular.
+ * FAILED slots first, then the fewest claims, then the least recently used.
+ */
+int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
+                             uint64_t *word)
+{
+    const uint32_t n = s->ring.nslots;
+    /* relaxed: written by the pre-warm thread, which is the caller */
+    const uint64_t floor = atomic_load_explicit(&s->prewarm.floor, memory_order_relaxed);
+    /* relaxed: statistics only (see smoe__freq_hit) */
+    const uint64_t heat = atomic_load_explicit(&s->freq.count[key], memory_order_relaxed);
+    int best_class = 2;
+    uint64_t best_heat = UINT64_MAX, best_tick = UINT64_MAX, best_word = 0;
+    uint32_t best = UINT32_MAX;
+
+    for (uint32_t v = 0; v < n; v++) {
+        /* acquire: as in smoe__evict_pick */
+        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+        if (smoe__w_state(w) == SMOE__EMPTY) {
+            *slot = v;
+            *word = w;
+            return 1;
+        }
+        int c = victim_class(w, SMOE__PICK_SPEC);
+        if (c < 0)
+            continue;
+        c = c != 0; /* FAILED, or any other idle class */
+        /* relaxed: ranking only (see smoe__touch) */
+        uint64_t t = atomic_load_explicit(&s->ring.tick[v], memory_order_relaxed);
+        /* relaxed: statistics only */
+        uint64_t h = atomic_load_explicit(&s->freq.count[smoe__w_key(w)], memory_order_relaxed);
+        if (t >= floor || h >= heat)
+            continue;
+        if (c < best_class ||
+            (c == best_class && (h < best_heat || (h == best_heat && t < best_tick)))) {
+            best_class = c;
+            best_heat = h;
+            best_tick = t;
+            best = v;
+            best_word = w;
+        }
+    }
+    if (best == UINT32_MAX)
+        return 0;
+    *slot = best;
+    *word = best_word;
+    return 1;
+}

@@ -1,6 +1,6 @@
 /*
  * info.c - read-only queries: ring region, vault shape, blob layouts,
- * metadata; and the engine's busy flag.
+ * metadata.
  */
 #include <string.h>
 
@@ -84,14 +84,4 @@ SMOE_API int smoe_layout_find(smoe_stream *s, uint32_t layout, const char *name,
 SMOE_API const char *smoe_meta_get(smoe_stream *s, const char *key)
 {
     return s && key ? smoe__vault_meta(&s->vault, key) : NULL;
-}
-
-SMOE_API int smoe_set_busy(smoe_stream *s, int busy)
-{
-    if (!s)
-        return smoe__fail(SMOE_EINVAL, "set_busy: NULL stream");
-    /* seq_cst: the pre-warm thread re-checks busy right before each read it
-     * would issue; no weaker order is worth the reasoning here */
-    atomic_store(&s->busy, busy != 0);
-    return 0;
 }

@@ -16,8 +16,12 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
+#include "budget.h"
+#include "freq.h"
 #include "io.h"
 #include "mpmc.h"
+#include "latency.h"
+#include "prewarm.h"
 #include "slot.h"
 #include "trace_rec.h"
 #include "vault.h"
@@ -26,6 +30,7 @@
 #define SMOE__DEFAULT_WORKERS 16u
 #define SMOE__DEFAULT_SLOTS 64u
 #define SMOE__DEFAULT_SPEC_PCT 25u
+#define SMOE__DEFAULT_CHUNK (1u << 20) /* see docs/benchmarks.md, chunked reads */
 #define SMOE__MAX_WORKERS 256u
 #define SMOE__MAX_SLOTS (1u << 20)
 
@@ -53,7 +58,11 @@ typedef struct smoe__ring {
     int locked;
     _Atomic uint64_t *word;  /* nslots: the packed slot words (slot.h) */
     _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
-    _Atomic int *err;        /* nslots: error of a FAILED slot */
+    _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
+    /* Chunked reads of the load in progress (worker.c): */
+    _Atomic uint64_t *chunk_next; /* nslots: gen << 32 | next chunk to hand out */
+    _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
+    _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
 } smoe__ring;
 
 struct smoe_stream {
@@ -72,6 +81,7 @@ struct smoe_stream {
     int verify;
     int io_mode;             /* SMOE_IO_DIRECT or SMOE_IO_BUFFERED */
     uint32_t spec_cap;       /* speculative reads in flight, at most */
+    uint64_t chunk;          /* read chunk bytes, a multiple of 16 KiB */
     smoe_log_fn log_fn;
     void *log_user;
 
@@ -96,7 +106,14 @@ struct smoe_stream {
         c_releases, c_spec_used;
     /* counters written by workers */
     alignas(64) _Atomic uint64_t c_reads_done, c_reads_failed, c_bytes_read,
-        c_worker_parks;
+        c_worker_parks, c_chunks;
+    /* time from prefetch to READY, per load, by kind */
+    smoe__lat_hist lat_demand, lat_spec;
+
+    /* ring sizing, popularity histogram, pre-warm thread */
+    smoe__budget budget;
+    alignas(64) smoe__freq freq;
+    smoe__prewarm prewarm;
 };
 
 /* ring.c */
@@ -126,8 +143,26 @@ static inline void smoe__spec_put(struct smoe_stream *s)
 /* evict.c: choose a slot for a new load; see the invariants there. */
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word);
+/* For a pre-warm load of key: only colder slots idle since the pass began. */
+int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
+                             uint64_t *word);
+
+/* Chunks of a blob of `padded` bytes. */
+static inline uint32_t smoe__chunks(const struct smoe_stream *s, uint64_t padded)
+{
+    return (uint32_t)((padded + s->chunk - 1) / s->chunk);
+}
 
 /* worker.c */
+/*
+ * Arm slot v (just CASed to LOADING with generation gen, key key) for a
+ * new read and queue one token per chunk on the demand or the speculative
+ * queue, waking that many parked workers.
+ */
+void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                      int demand);
+/* Queue n more tokens for the load in slot v (a demand upgrade). */
+void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand);
 int smoe__workers_start(struct smoe_stream *s);
 void smoe__workers_join(struct smoe_stream *s);
 /* Tell parked workers there is work (after a push). */

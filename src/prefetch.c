@@ -28,17 +28,6 @@ static const smoe__vault_entry *entry_of_key(const struct smoe_stream *s, uint32
     return &s->vault.index[key];
 }
 
-/* Push a read request and wake a worker. 0, or SMOE_EFULL if the queue is
- * full (cannot happen with the capacities smoe_open chooses). */
-static int queue_read(struct smoe_stream *s, int demand, uint32_t v, uint32_t gen)
-{
-    smoe__req rq = {v, gen};
-    if (!smoe__mpmc_push(demand ? &s->demand_q : &s->spec_q, rq))
-        return SMOE_EFULL;
-    smoe__workers_notify(s, 1);
-    return 0;
-}
-
 /* Undo a PENDING reservation that found no slot. */
 static void unpend(struct smoe_stream *s, uint32_t key)
 {
@@ -67,6 +56,10 @@ static void evicted(struct smoe_stream *s, uint32_t v, uint64_t old)
         if (counted_spec)
             smoe__spec_put(s);
     }
+    /* A claimer parked on the old word (a cancelled read) must look again:
+     * our CAS dropped its WAITERS flag. */
+    if (old & SMOE__W_WAITERS)
+        smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
 }
 
 /* Take a speculation budget unit. 1 if taken. */
@@ -96,7 +89,10 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     uint32_t v;
     uint64_t w, nw;
     for (;;) {
-        if (!smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, &v, &w)) {
+        int got = (kflags & SMOE__W_PREWARM)
+                      ? smoe__evict_pick_prewarm(s, key, &v, &w)
+                      : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, &v, &w);
+        if (!got) {
             if (counted_spec)
                 smoe__spec_put(s);
             unpend(s, key);
@@ -110,7 +106,10 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
             SMOE__COUNT(s, c_spec_skipped, 1);
             return SMOE_SKIPPED;
         }
-        nw = smoe__w_new_load(w, key, kflags | (demand ? SMOE__W_DEMAND : 0));
+        /* STARTED until smoe__load_start has armed the chunk counters: an
+         * evictor must not cancel a load whose arming is still to come. */
+        nw = smoe__w_new_load(w, key,
+                              kflags | SMOE__W_STARTED | (demand ? SMOE__W_DEMAND : 0));
         /* acq_rel: acquire pairs with the release CAS of the last claimer's
          * release (its reads of the data finish before we reuse the slot);
          * release publishes the new key to claimers' acquire loads */
@@ -126,10 +125,7 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
      * claim, which then read the slot word we set above */
     atomic_store_explicit(map_of(s, key), smoe__map_make(v, smoe__w_gen(nw)),
                           memory_order_release);
-    if (queue_read(s, demand, v, smoe__w_gen(nw)) < 0) {
-        smoe__slot_publish(s, v, SMOE_EFULL);
-        return smoe__fail(SMOE_EFULL, "prefetch: request queue full");
-    }
+    smoe__load_start(s, v, smoe__w_gen(nw), key, demand);
     if (demand)
         SMOE__COUNT(s, c_misses, 1);
     else if (counted_spec)
@@ -167,7 +163,7 @@ static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, ui
                 return SMOE_SKIPPED; /* only demand retries a failed read */
             nw = (w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM |
                         SMOE__W_STARTED | SMOE__W_WAITERS)) |
-                 SMOE__LOADING | SMOE__W_DEMAND;
+                 SMOE__LOADING | SMOE__W_DEMAND | SMOE__W_STARTED; /* see load_new */
             break;
         default:
             return -1;
@@ -191,21 +187,20 @@ static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, ui
             SMOE__COUNT(s, c_spec_upgraded, 1);
             if (!(w & SMOE__W_PREWARM))
                 smoe__spec_put(s);
-            /* Not started: its request waits behind speculative work, so
-             * queue it again on the demand queue; the worker that gets to
-             * it first takes it (STARTED), the other drops it. */
-            if (!(w & SMOE__W_STARTED))
-                (void)queue_read(s, 1, v, smoe__w_gen(w));
+            /* Its chunk tokens wait behind speculative work: queue them
+             * again on the demand queue. Chunks are handed out once per
+             * load (worker.c), so the extra tokens find nothing left. */
+            /* relaxed: latency statistics only */
+            atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
+            smoe__load_tokens(s, v, smoe__w_gen(w),
+                              smoe__chunks(s, entry_of_key(s, key)->padded), 1);
         }
         if (demand)
             SMOE__COUNT(s, c_joins, 1);
         return SMOE_INFLIGHT;
     default: /* FAILED, now LOADING again */
         smoe__touch(s, v);
-        if (queue_read(s, 1, v, smoe__w_gen(w)) < 0) {
-            smoe__slot_publish(s, v, SMOE_EFULL);
-            return smoe__fail(SMOE_EFULL, "prefetch: request queue full");
-        }
+        smoe__load_start(s, v, smoe__w_gen(w), key, 1);
         SMOE__COUNT(s, c_misses, 1);
         return SMOE_QUEUED;
     }
@@ -275,4 +270,44 @@ SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert, unsi
     if (r >= 0)
         SMOE__COUNT(s, c_prefetch_demand, 1);
     return r;
+}
+
+SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "cancel: NULL stream");
+    if (!smoe__vault_entry_of(&s->vault, layer, expert))
+        return smoe__fail(SMOE_ENOENT, "cancel: no expert (layer %u, expert %u) in %s",
+                          layer, expert, s->vault.path);
+    const uint32_t key = layer * s->vault.experts + expert;
+    _Atomic uint64_t *m = map_of(s, key);
+    /* acquire: pairs with the release store of the entry in load_new */
+    uint64_t me = atomic_load_explicit(m, memory_order_acquire);
+    if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
+        return SMOE_ENOTRESIDENT;
+    const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
+    /* acquire: pairs with the release CAS that gave the slot this key */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire), nw;
+    do {
+        if (smoe__w_key(w) != key || smoe__w_gen(w) != gen ||
+            smoe__w_state(w) != SMOE__LOADING)
+            return SMOE_ENOTRESIDENT;
+        if ((w & (SMOE__W_STARTED | SMOE__W_DEMAND)) || !(w & SMOE__W_SPEC))
+            return SMOE_EBUSY;
+        /* EMPTY under a new generation: the queued tokens no longer match */
+        nw = ((uint64_t)((gen + 1) & ((1u << SMOE__W_GEN_BITS) - 1)) << SMOE__W_GEN_SHIFT) |
+             SMOE__EMPTY;
+        /* acq_rel: as the victim CAS in load_new; failure reloads w */
+    } while (!atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire));
+    /* release: as in evicted(); failure means someone cleared it already */
+    atomic_compare_exchange_strong_explicit(m, &me, SMOE__MAP_NONE, memory_order_release,
+                                            memory_order_relaxed);
+    SMOE__COUNT(s, c_spec_cancelled, 1);
+    if (!(w & SMOE__W_PREWARM))
+        smoe__spec_put(s);
+    if (w & SMOE__W_WAITERS)
+        smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
+    return 0;
 }

@@ -60,6 +60,15 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.workers = s->nworkers;
     f.worker_parks = LOAD(s->c_worker_parks);
     f.worker_wakes = LOAD(s->c_worker_wakes);
+    f.chunk_bytes = s->chunk;
+    f.chunks_read = LOAD(s->c_chunks);
+    f.ready_demand_p50_ns = smoe__lat_quantile(&s->lat_demand, 0.50, &f.ready_demand);
+    f.ready_demand_p99_ns = smoe__lat_quantile(&s->lat_demand, 0.99, NULL);
+    f.ready_spec_p50_ns = smoe__lat_quantile(&s->lat_spec, 0.50, &f.ready_spec);
+    f.ready_spec_p99_ns = smoe__lat_quantile(&s->lat_spec, 0.99, NULL);
+    smoe__budget_stats(s, &f);
+    smoe__freq_stats(s, &f);
+    smoe__prewarm_stats(s, &f);
     size_t n = want < sizeof f ? want : sizeof f;
     memcpy((char *)st + sizeof(size_t), (const char *)&f + sizeof(size_t),
            n - sizeof(size_t));

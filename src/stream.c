@@ -161,6 +161,7 @@ static int open_fds(struct smoe_stream *s)
 
 static void stream_free(struct smoe_stream *s)
 {
+    smoe__prewarm_stop(s); /* before the workers: it feeds their queues */
     if (s->workers) {
         smoe__workers_join(s);
         close_fds(s);
@@ -171,6 +172,7 @@ static void stream_free(struct smoe_stream *s)
     free(s->workers);
     free(s->map);
     smoe__ring_free(&s->ring);
+    smoe__freq_free(&s->freq);
     smoe__vault_free(&s->vault);
     free(s);
 }
@@ -211,19 +213,28 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
         }
         stride = round_up(o.slot_bytes, SMOE__ALIGN);
     }
-    uint32_t nslots = o.ring_slots ? o.ring_slots : SMOE__DEFAULT_SLOTS;
+    /* Slot count: the caller's, or the memory budget's (budget.c). */
+    uint32_t nslots;
+    if ((r = smoe__budget_open(s, &o, stride, &nslots)) < 0)
+        goto fail;
     if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o.flags & SMOE_OPEN_MLOCK))) < 0)
         goto fail;
     uint32_t pct = o.spec_share_pct ? o.spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
     s->spec_cap = (uint32_t)((uint64_t)nslots * pct / 100);
 
+    s->chunk = o.chunk_bytes ? o.chunk_bytes : SMOE__DEFAULT_CHUNK;
+    if (s->chunk > stride)
+        s->chunk = stride; /* a blob never needs more than one slot's worth */
+
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     s->map = calloc(nkeys, sizeof *s->map);
     s->workers = calloc(s->nworkers, sizeof *s->workers);
-    /* Every queued request holds a distinct LOADING slot; an upgrade adds
-     * one more entry for a slot, and stale entries wait at most until the
-     * next pop. 4 x slots (+ workers) leaves a wide margin. */
-    size_t qcap = (size_t)nslots * 4 + s->nworkers;
+    /* Tokens in a queue: at most one per chunk of each LOADING slot, one
+     * more per chunk when a speculative load is upgraded, and stale tokens
+     * of loads cancelled since (each cancellation needs a demand load, so
+     * at most one slot's worth each). 4 per chunk of every slot (+ workers)
+     * covers them with room to spare. */
+    size_t qcap = (size_t)nslots * smoe__chunks(s, s->vault.max_padded) * 4 + s->nworkers;
     if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
         smoe__mpmc_init(&s->spec_q, qcap)) {
         r = smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
@@ -231,6 +242,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     }
     for (size_t i = 0; i < nkeys; i++)
         atomic_init(&s->map[i], SMOE__MAP_NONE);
+    if ((r = smoe__freq_open(s, &o)) < 0)
+        goto fail;
     for (uint32_t i = 0; i < s->nworkers; i++) {
         s->workers[i].s = s;
         s->workers[i].id = i;
@@ -245,6 +258,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
                                   s->vault.top_k, smoe__vault_meta(&s->vault, "model"))) < 0)
         goto fail;
     if ((r = smoe__workers_start(s)) < 0)
+        goto fail;
+    if ((r = smoe__prewarm_start(s, &o)) < 0)
         goto fail;
     *out = s;
     return 0;
@@ -264,6 +279,8 @@ SMOE_API int smoe_shutdown(smoe_stream *s)
     if (!s)
         return smoe__fail(SMOE_EINVAL, "shutdown: NULL stream");
     atomic_store(&s->stop, 1);
+    /* Pre-warm: wake it, and return only once it is not issuing a read. */
+    smoe__prewarm_kick(s, 1);
     /* Workers: a new work_seq makes any parked or parking worker return. */
     atomic_fetch_add(&s->work_seq, 1);
     smoe__park_wake(&s->work_seq, INT_MAX);
@@ -292,6 +309,10 @@ SMOE_API int smoe_close(smoe_stream *s)
                               (unsigned long long)held);
     }
     smoe_shutdown(s);
+    /* Claims have stopped: the counts are final. A failed save keeps the
+     * previous file and does not fail the close. */
+    if (s->freq.saving == SMOE_FREQ_SAVE_ON && smoe__freq_save(s, "close") < 0)
+        smoe__log(s, SMOE_LOG_WARN, "popularity histogram not saved: %s", smoe_last_error());
     stream_free(s);
     return 0;
 }

@@ -3,10 +3,16 @@
  *
  * Each worker owns one descriptor (direct I/O is serialised per
  * descriptor on some systems; one each gives the drive its full queue
- * depth). Loop: pop the demand queue, and only when it is empty the
- * speculative one; take the slot (LOADING -> LOADING|STARTED by CAS, which
- * also drops stale or cancelled requests); read the padded blob into it;
- * verify it if asked; publish READY or FAILED with a release CAS.
+ * depth). A blob is read in chunks: arming a load queues one token per
+ * chunk, so a demand blob spreads over every idle worker at once. Loop:
+ * pop a token from the demand queue, and only when it is empty from the
+ * speculative one, so demand waits at most one chunk of lower-priority
+ * work per worker; mark the slot STARTED (which also drops tokens of a
+ * cancelled or stale load); take the next chunk of the load (a CAS on the
+ * slot's chunk_next, tagged with the generation, so each chunk is read
+ * exactly once whatever the number of tokens); read it; count it down.
+ * The worker that lands the last chunk verifies the blob if asked and
+ * publishes READY or FAILED with a release CAS.
  *
  * Parking: an idle worker registers in `idle`, reads work_seq, checks the
  * queues once more and futex-waits on work_seq. A producer pushes, bumps
@@ -16,6 +22,7 @@
  * stale value): no lost wake-up, no mutex, no condition variable.
  */
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,35 +62,118 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
         smoe__park_wake(smoe__low32(word), INT_MAX);
 }
 
+void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand)
+{
+    smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
+    const smoe__req rq = {v, gen};
+    for (uint32_t i = 0; i < n; i++) {
+        /* Cannot fail with the capacity smoe_open gives the queues (4 tokens
+         * per chunk of every slot); should it, wait for a worker to make
+         * room rather than strand a chunk. */
+        while (!smoe__mpmc_push(q, rq)) {
+            if (atomic_load(&s->stop))
+                return;
+            sched_yield();
+        }
+    }
+    smoe__workers_notify(s, (int)n);
+}
+
+void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                      int demand)
+{
+    const uint32_t n = smoe__chunks(s, s->vault.index[key].padded);
+    /* relaxed: published by the release store of chunk_next below */
+    atomic_store_explicit(&s->ring.err[v], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.chunk_left[v], n, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
+    /* release: pairs with the worker's acquire CAS on chunk_next, so a
+     * worker that takes a chunk of this load sees the count above, also
+     * when it holds a token of an earlier attempt of the same generation */
+    atomic_store_explicit(&s->ring.chunk_next[v], (uint64_t)gen << 32, memory_order_release);
+    /* Armed: drop the STARTED the reservation set, so that a queued
+     * speculative read can be cancelled until a worker takes a chunk.
+     * Nobody else can move the slot meanwhile: it is not cancellable, and
+     * no worker can take a chunk before the arming above. */
+    /* relaxed: the CAS below re-checks */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    while (smoe__w_gen(w) == gen && smoe__w_state(w) == SMOE__LOADING &&
+           (w & SMOE__W_STARTED) &&
+           /* release: the arming above happens before a cancel reuses the
+            * slot (the evictor's acq_rel CAS reads this word) */
+           !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w & ~SMOE__W_STARTED,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+    smoe__load_tokens(s, v, gen, n, demand);
+}
+
+/* The last chunk landed: verify, record the latency, publish. */
+static void load_done(struct smoe_stream *s, uint32_t v, const smoe__vault_entry *e)
+{
+    /* relaxed: ordered by the acq_rel countdown the caller just won */
+    int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+    if (err == 0 && s->verify &&
+        smoe__hash(smoe__slot_data(&s->ring, v), e->size) != e->hash)
+        err = SMOE_ECHECKSUM;
+    SMOE__COUNT(s, c_reads_done, 1);
+    if (err)
+        SMOE__COUNT(s, c_reads_failed, 1);
+    /* relaxed: latency statistics only */
+    uint64_t t0 = atomic_load_explicit(&s->ring.t_queued[v], memory_order_relaxed);
+    /* relaxed: the flags only classify the latency */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    smoe__lat_add((w & SMOE__W_SPEC) && !(w & SMOE__W_DEMAND) ? &s->lat_spec : &s->lat_demand,
+                  smoe__now_ns() - t0);
+    smoe__slot_publish(s, v, err);
+}
+
 static void run_request(smoe__worker *wk, smoe__req rq)
 {
     struct smoe_stream *s = wk->s;
     _Atomic uint64_t *word = &s->ring.word[rq.slot];
-    /* acquire: pairs with the release CAS that queued this load, and
+    /* acquire: pairs with the release CAS that armed this load, and
      * through it with the release of the slot's last reader */
     uint64_t w = atomic_load_explicit(word, memory_order_acquire);
     for (;;) {
-        if (smoe__w_state(w) != SMOE__LOADING || smoe__w_gen(w) != rq.gen ||
-            (w & SMOE__W_STARTED))
-            return; /* cancelled, already taken by another worker, or stale */
-        /* acquire: as above; failure reloads w for the checks */
+        if (smoe__w_state(w) != SMOE__LOADING || smoe__w_gen(w) != rq.gen)
+            return; /* cancelled, evicted, done, or stale */
+        if (w & SMOE__W_STARTED)
+            break;
+        /* acquire: as above; STARTED makes the load uncancellable */
         if (atomic_compare_exchange_weak_explicit(word, &w, w | SMOE__W_STARTED,
                                                   memory_order_acquire,
                                                   memory_order_acquire))
             break;
     }
     const smoe__vault_entry *e = &s->vault.index[smoe__w_key(w)];
-    uint8_t *data = smoe__slot_data(&s->ring, rq.slot);
+    const uint32_t n = smoe__chunks(s, e->padded);
+    /* acquire: pairs with the release store arming the load */
+    uint64_t c = atomic_load_explicit(&s->ring.chunk_next[rq.slot], memory_order_acquire);
+    do {
+        if ((c >> 32) != rq.gen || (uint32_t)c >= n)
+            return; /* every chunk of this load is taken */
+        /* acquire: as the load above */
+    } while (!atomic_compare_exchange_weak_explicit(&s->ring.chunk_next[rq.slot], &c, c + 1,
+                                                    memory_order_acquire,
+                                                    memory_order_acquire));
+    const uint64_t off = (uint64_t)(uint32_t)c * s->chunk;
+    const uint64_t len = e->padded - off < s->chunk ? e->padded - off : s->chunk;
     int eno = 0;
-    int err = smoe__io_read_full(s->io, wk->fd, data, e->padded, e->offset, &s->stop, &eno);
-    if (err == 0 && s->verify && smoe__hash(data, e->size) != e->hash)
-        err = SMOE_ECHECKSUM;
-    SMOE__COUNT(s, c_reads_done, 1);
-    if (err)
-        SMOE__COUNT(s, c_reads_failed, 1);
-    else
-        SMOE__COUNT(s, c_bytes_read, e->padded);
-    smoe__slot_publish(s, rq.slot, err);
+    int err = smoe__io_read_full(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
+                                 (size_t)len, e->offset + off, &s->stop, &eno);
+    SMOE__COUNT(s, c_chunks, 1);
+    if (err) {
+        int none = 0;
+        /* relaxed: published by the acq_rel countdown below; first error wins */
+        atomic_compare_exchange_strong_explicit(&s->ring.err[rq.slot], &none, err,
+                                                memory_order_relaxed, memory_order_relaxed);
+    } else {
+        SMOE__COUNT(s, c_bytes_read, len);
+    }
+    /* acq_rel: release our chunk's bytes and error; the last one acquires
+     * every other chunk's before verifying and publishing */
+    if (atomic_fetch_sub_explicit(&s->ring.chunk_left[rq.slot], 1, memory_order_acq_rel) == 1)
+        load_done(s, rq.slot, e);
 }
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)

@@ -1,5 +1,6 @@
 /* fault_io.c - see fault_io.h. */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,8 +66,10 @@ static ssize_t f_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t
 {
     struct fault_io *f = F(io);
     uint32_t i = atomic_fetch_add(&f->nlog, 1);
-    if (i < 4096)
+    if (i < 4096) {
         atomic_store(&f->log[i], off);
+        atomic_store(&f->log_thread[i], (uint64_t)pthread_self());
+    }
     if (atomic_load(&f->hold)) {
         atomic_store(&f->holding, 1);
         while (atomic_load(&f->hold)) {

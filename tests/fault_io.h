@@ -39,6 +39,7 @@ struct fault_io {
     int refuse_direct;           /* 1: direct opens fail EINVAL; 2: their preads do */
     unsigned char direct_fd[1024];
     _Atomic uint64_t log[4096];  /* offsets of preads, in order */
+    _Atomic uint64_t log_thread[4096]; /* the calling thread of each */
     _Atomic uint32_t nlog;
 };
 

@@ -5,7 +5,9 @@
  * every mode, hits + joins + misses must equal the requests, the library
  * must have read exactly misses x the padded blob size, direct mode every
  * request, and the offline optimal hit rate must be at least LRU's. A
- * vault smaller than the trace must be refused, naming both shapes.
+ * vault smaller than the trace must be refused, naming both shapes. A
+ * replay recorded through the library ($SMOE_TRACE) gives back the same
+ * rows.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 #include <json-c/json.h>
 
 #include "smoe/smoe.h"
+#include "trace.h"
 
 #define LAYERS 4
 #define EXPERTS 8
@@ -245,11 +248,48 @@ static void test_shape_mismatch(void **state)
     }
 }
 
+/* The library records what the replay asked for: the same rows come back. */
+static void test_record_roundtrip(void **state)
+{
+    (void)state;
+    int fd = open(vault, O_RDONLY | O_DIRECT);
+    if (fd < 0)
+        skip();
+    close(fd);
+    char rec[1200], cmd[9000], err[600];
+    snprintf(rec, sizeof rec, "%s/recorded.trace", dir);
+    int n = snprintf(cmd, sizeof cmd, "SMOE_TRACE='%s' '%s' bench --vault '%s' --trace '%s' "
+                     "--mode smoe --memory %u --workers 2 --no-drop-caches --no-progress",
+                     rec, tool, vault, trace, 10 * PADDED);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    if (run(cmd)) {
+        show_output();
+        fail_msg("smoe bench --mode smoe with SMOE_TRACE failed");
+    }
+    tool_trace a, b;
+    if (tool_trace_load(&a, trace, err, sizeof err))
+        fail_msg("%s", err);
+    if (tool_trace_load(&b, rec, err, sizeof err))
+        fail_msg("the recorded trace does not parse: %s", err);
+    assert_int_equal(b.layers, LAYERS);
+    assert_int_equal(b.experts, EXPERTS);
+    assert_int_equal(a.n_tokens, b.n_tokens);
+    assert_int_equal(a.n_rows, b.n_rows);
+    for (size_t r = 0; r < a.n_rows; r++)
+        assert_int_equal(a.row_layer[r], b.row_layer[r]);
+    assert_int_equal(tool_trace_requests(&a), tool_trace_requests(&b));
+    for (size_t i = 0; i < tool_trace_requests(&a); i++)
+        assert_int_equal(a.ids[i], b.ids[i]);
+    tool_trace_free(&a);
+    tool_trace_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_all),
         cmocka_unit_test(test_shape_mismatch),
+        cmocka_unit_test(test_record_roundtrip),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

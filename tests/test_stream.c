@@ -530,6 +530,126 @@ static void direct_io_refused(void **state)
     fx_free(f);
 }
 
+/* Index of the expert whose blob holds file offset off (1 layer). */
+static uint32_t expert_at(smoe_stream *s, uint64_t off)
+{
+    for (uint32_t e = 0; e < s->vault.experts; e++) {
+        const smoe__vault_entry *ve = &s->vault.index[e];
+        if (off >= ve->offset && off < ve->offset + ve->padded)
+            return e;
+    }
+    return UINT32_MAX;
+}
+
+static smoe_stream *open_chunked(struct fx *f, uint32_t slots, uint32_t workers, uint32_t chunk)
+{
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.ring_slots = slots;
+    o.workers = workers;
+    o.chunk_bytes = chunk;
+    o.spec_share_pct = 100;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s;
+    int r = smoe_open(f->path, &o, &s);
+    if (r)
+        fail_msg("smoe_open: %s", smoe_last_error());
+    return s;
+}
+
+/* A demand blob's chunks are read by several workers, each chunk once. */
+static void chunks_spread_over_workers(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(1, 4, 8 * 16384, 8 * 16384);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    fio.delay_us = 5000; /* keep each worker busy long enough for others to join */
+    smoe_stream *s = open_chunked(f, 4, 4, 16384);
+    const uint32_t base = atomic_load(&fio.nlog);
+    claim_release(s, 0, 1, SMOE_READY);
+    smoe_stats st = stats(s);
+    assert_int_equal(st.chunk_bytes, 16384);
+    assert_int_equal(st.chunks_read, 8);
+    assert_int_equal(st.reads_done, 1);
+    assert_int_equal(st.bytes_read, 8 * 16384);
+    uint32_t n = atomic_load(&fio.nlog), threads = 0;
+    assert_int_equal(n - base, 8);
+    for (uint32_t i = base; i < n; i++) {
+        int seen = 0;
+        for (uint32_t j = base; j < i; j++)
+            seen |= atomic_load(&fio.log_thread[j]) == atomic_load(&fio.log_thread[i]);
+        threads += !seen;
+    }
+    assert_true(threads >= 2);
+    assert_int_equal(st.ready_demand, 1);
+    assert_true(st.ready_demand_p50_ns > 0);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    fx_free(f);
+}
+
+/* With one worker busy on a speculative blob, a demand blob queued later
+ * is read at the next chunk boundary, before the rest of the speculation. */
+static void demand_overtakes_speculation_between_chunks(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(1, 4, 6 * 16384, 6 * 16384);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_stream *s = open_chunked(f, 4, 1, 16384);
+    const uint32_t base = atomic_load(&fio.nlog); /* the reads of smoe_open */
+    atomic_store(&fio.hold, 1);
+    assert_int_equal(smoe_prefetch(s, 0, 0, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
+    wait_holding(&fio); /* the worker is inside chunk 0 of expert 0 */
+    assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_QUEUED);
+    atomic_store(&fio.hold, 0);
+    claim_release(s, 0, 2, SMOE_READY);
+    wait_loaded(s);
+    assert_int_equal(atomic_load(&fio.nlog) - base, 12);
+    assert_int_equal(expert_at(s, atomic_load(&fio.log[base])), 0);
+    for (uint32_t i = 1; i <= 6; i++)
+        assert_int_equal(expert_at(s, atomic_load(&fio.log[base + i])), 2);
+    for (uint32_t i = 7; i < 12; i++)
+        assert_int_equal(expert_at(s, atomic_load(&fio.log[base + i])), 0);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    fx_free(f);
+}
+
+static void cancel_queued_speculation(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(1, 4, 16384, 16384);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_stream *s = open_chunked(f, 4, 1, 16384);
+    atomic_store(&fio.hold, 1);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
+    wait_holding(&fio);
+    assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
+    assert_int_equal(smoe_prefetch(s, 0, 2, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
+    assert_int_equal(smoe_cancel(s, 0, 1), 0);
+    assert_int_equal(smoe_cancel(s, 0, 1), SMOE_ENOTRESIDENT); /* nothing queued now */
+    assert_int_equal(smoe_cancel(s, 0, 0), SMOE_EBUSY);        /* demand, started */
+    assert_int_equal(smoe_cancel(s, 0, 3), SMOE_ENOTRESIDENT); /* never asked for */
+    assert_int_equal(smoe_cancel(s, 9, 0), SMOE_ENOENT);
+    smoe_blob b;
+    assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_ENOTRESIDENT);
+    atomic_store(&fio.hold, 0);
+    claim_release(s, 0, 0, SMOE_READY);
+    wait_loaded(s);
+    smoe_stats st = stats(s);
+    assert_int_equal(st.spec_cancelled, 1);
+    assert_int_equal(st.reads_done, 2); /* 0 and 2: the cancelled read never ran */
+    assert_int_equal(st.slots_empty, 2);
+    assert_int_equal(smoe_cancel(s, 0, 2), SMOE_ENOTRESIDENT); /* READY: not queued */
+    /* The cancelled expert can be asked for again. */
+    claim_release(s, 0, 1, SMOE_READY);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    fx_free(f);
+}
+
 /* Pages of the file in the page cache. */
 static size_t cached_pages(const char *path)
 {
@@ -589,6 +709,9 @@ int main(void)
         cmocka_unit_test(shutdown_wakes_waiters),
         cmocka_unit_test(options_and_misuse),
         cmocka_unit_test(direct_io_refused),
+        cmocka_unit_test(chunks_spread_over_workers),
+        cmocka_unit_test(demand_overtakes_speculation_between_chunks),
+        cmocka_unit_test(cancel_queued_speculation),
         cmocka_unit_test(page_cache_untouched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,6 +282,57 @@ static void test_bad_arguments(void **state)
     free(p);
 }
 
+static void test_budget_cmd(void **state)
+{
+    (void)state;
+    char *p = gen_vault("budget.smoe"); /* 3 layers x 4 experts, top_k 2 */
+    json_object *x;
+#define GET(obj, key) (assert_true(json_object_object_get_ex(obj, key, &x)), x)
+    /* Automatic: every figure in the JSON, the ring a whole number of slots. */
+    assert_int_equal(RUN("budget", p, "--json", "--reserve", "1G", "--scout-bytes", "2M"), 0);
+    json_object *o = json_tokener_parse(g_out);
+    assert_non_null(o);
+    json_object *in = GET(o, "inputs"), *b = GET(o, "budget");
+    assert_int_equal(json_object_get_int64(GET(in, "reserve_bytes")), 1 << 30);
+    assert_int_equal(json_object_get_int64(GET(in, "scout_bytes")), 2 << 20);
+    assert_int_equal(json_object_get_int64(GET(in, "top_k")), 2);
+    int64_t slots = json_object_get_int64(GET(o, "slots"));
+    int64_t slot_bytes = json_object_get_int64(GET(o, "slot_bytes"));
+    assert_true(slots >= 1 && slots <= 12); /* never more slots than blobs */
+    assert_int_equal(slot_bytes % 16384, 0);
+    assert_int_equal(json_object_get_int64(GET(o, "ring_bytes")), slots * slot_bytes);
+    assert_int_equal(json_object_get_int64(GET(b, "slots_after_vault_cap")), slots);
+    assert_non_null(json_object_object_get(b, "free"));
+    json_object_put(o);
+    /* Text names each step. */
+    assert_int_equal(RUN("budget", p), 0);
+    expect_contains(g_out, "engine overhead");
+    expect_contains(g_out, "OS floor");
+    expect_contains(g_out, "clamp to [64, 4096]");
+    expect_contains(g_out, "ring ");
+    /* Explicit slots under one token's working set (3 x 2): the warning. */
+    assert_int_equal(RUN("budget", p, "--slots", "4"), 0);
+    expect_contains(g_out, "warning");
+    assert_int_equal(RUN("budget", p, "--slots", "4", "--json"), 0);
+    o = json_tokener_parse(g_out);
+    assert_non_null(o);
+    assert_true(json_object_get_boolean(GET(o, "cliff")));
+    assert_int_equal(json_object_get_int64(GET(o, "working_set_slots")), 6);
+    json_object_put(o);
+    /* Under one layer's top-k: an error, exit 1. */
+    assert_int_equal(RUN("budget", p, "--slots", "1"), 1);
+    expect_contains(g_err, "top-2");
+    /* An explicit slot size (the library test covers one under the largest blob). */
+    assert_int_equal(RUN("budget", p, "--slot-mb", "1", "--slots", "8"), 0);
+    expect_contains(g_out, "1.00 MiB");
+    assert_int_not_equal(RUN("budget", p, "--nope"), 0);
+    expect_contains(g_err, "--nope");
+    assert_int_equal(RUN("budget", "--help"), 0);
+    expect_contains(g_out, "usage: smoe budget");
+#undef GET
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_inspect_json),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_budget_cmd),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     free(g_out);

@@ -244,20 +244,25 @@ typedef struct smoe_open_opts {
     size_t struct_size;       /* sizeof(smoe_open_opts); set by _INIT/_init */
     /* since 1.0 */
     uint32_t workers;         /* I/O worker threads; 0: 16 */
-    uint32_t ring_slots;      /* slot count; 0: automatic (memory budget) */
-    uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob */
+    uint32_t ring_slots;      /* slot count; 0: automatic (docs/budget.md) */
+    uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob;
+                                 smaller than that blob: SMOE_ESLOTSIZE */
     uint32_t flags;           /* SMOE_OPEN_* */
     uint32_t verify;          /* SMOE_VERIFY_* */
     uint32_t spec_share_pct;  /* speculative reads in flight, % of slots; 0: 25 */
-    uint32_t top_k;           /* experts per token per layer; 0: unknown */
+    uint32_t top_k;           /* experts per token per layer; 0: unknown. A ring
+                                 under top_k slots is SMOE_ESMALLRING */
     uint64_t reserve_bytes;   /* memory the engine keeps (KV cache, activations) */
     uint64_t scout_bytes;     /* resident dense weights; 0: size of scout_path */
     const char *scout_path;   /* scout file, for the memory budget; may be NULL */
-    const char *freq_path;    /* histogram file; NULL: "<vault>.freq" */
+    const char *freq_path;    /* histogram file; NULL: "<vault>.freq"
+                                 (docs/freq-format.md) */
     const char *trace_path;   /* record demand prefetches here; NULL: $SMOE_TRACE */
-    uint32_t prewarm_pause_us;/* pause between pre-warm prefetches; 0: 4000 */
+    uint32_t prewarm_pause_us;/* pause after each pre-warm read lands; 0: 4000 */
     uint32_t eviction;        /* SMOE_EVICT_* */
-    uint32_t chunk_bytes;     /* read chunk; 0: default; multiple of 16 KiB */
+    uint32_t chunk_bytes;     /* reads are split in chunks of this many bytes,
+                                 spread over idle workers; a multiple of 16 KiB;
+                                 0: 1 MiB; >= the largest blob: whole blobs */
     uint32_t reserved0_;      /* must be 0 */
     smoe_log_fn log_fn;       /* warnings and errors; NULL: silent */
     void *log_user;
@@ -271,8 +276,9 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
 
 /*
  * Open a vault and start the streamer: validates the whole vault header and
- * table, sizes and faults in the ring, opens one direct-I/O descriptor per
- * worker and starts the workers (and the pre-warm thread).
+ * table, sizes (docs/budget.md) and faults in the ring, loads the popularity
+ * histogram, opens one direct-I/O descriptor per worker and starts the
+ * workers (and the pre-warm thread).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL).
  * Thread safety: any thread; the handle is safe to share between threads.
@@ -340,6 +346,16 @@ typedef struct smoe_blob {
 } smoe_blob;
 
 /*
+ * Cancel a queued speculative or pre-warm read that no worker has started:
+ * its slot goes back to empty and the expert is no longer resident.
+ * @return 0: cancelled; SMOE_EBUSY: its read has started, or a demand
+ *         prefetch awaits it; SMOE_ENOTRESIDENT: no read of it is queued
+ *         (never asked for, or already READY); SMOE_ENOENT.
+ * Thread safety: any number of threads at once; lock-free; no allocation.
+ */
+SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* since 1.0 */
+
+/*
  * Non-blocking claim (never issues I/O).
  * @return SMOE_READY or SMOE_HIT: exactly one reference taken, *blob filled;
  *         SMOE_EAGAIN: still loading; SMOE_ENOTRESIDENT: nobody prefetched
@@ -371,12 +387,22 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
 SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob);     /* since 1.0 */
 
 /*
- * Engine busy flag: while busy, the pre-warm thread issues no reads.
- * A stream opens idle, so pre-warm starts at once. @return 0.
+ * Engine busy flag. A stream opens idle, so pre-warm starts at once; each
+ * change back to idle (between requests) starts a new pre-warm pass. Once
+ * smoe_set_busy(s, 1) returns, the pre-warm thread queues no new read until
+ * the engine is idle again (it waits for the one pre-warm prefetch being
+ * issued, if any: microseconds). @return 0.
+ * Thread safety: any thread.
  */
 SMOE_API int smoe_set_busy(smoe_stream *s, int busy);           /* since 1.0 */
 
-/* Save the popularity histogram now (atomically). @return 0 or an error. */
+/*
+ * Save the popularity histogram now: temporary file, fsync, rename
+ * (docs/freq-format.md). On failure the previous file is left intact.
+ * @return 0; SMOE_ENOTSUP when saving is off (SMOE_OPEN_NO_FREQ, or the
+ * directory is not writable); SMOE_EIO, SMOE_ESYS, SMOE_ENOMEM.
+ * Thread safety: any thread; saves are serialised.
+ */
 SMOE_API int smoe_freq_save(smoe_stream *s);                    /* since 1.0 */
 
 /* The ring's memory, for registering it once with a GPU API. */
@@ -469,13 +495,84 @@ typedef struct smoe_stats {
     uint64_t workers;
     uint64_t worker_parks;        /* times a worker parked idle */
     uint64_t worker_wakes;        /* wake-ups issued to parked workers */
+    /* since 1.0: chunked reads and time from prefetch to READY */
+    uint64_t chunk_bytes;         /* read chunk in effect */
+    uint64_t chunks_read;
+    uint64_t ready_demand;        /* demand loads that reached READY or FAILED */
+    uint64_t ready_demand_p50_ns; /* time from prefetch to READY, demand loads */
+    uint64_t ready_demand_p99_ns;
+    uint64_t ready_spec;          /* speculative and pre-warm loads, likewise */
+    uint64_t ready_spec_p50_ns;
+    uint64_t ready_spec_p99_ns;
+    /* since 1.0: ring sizing (docs/budget.md); bytes unless named slots */
+    uint64_t budget_rules;        /* SMOE_BUDGET_* bits */
+    uint64_t budget_mem_total;    /* RAM */
+    uint64_t budget_mem_available;/* Linux MemAvailable; macOS memorystatus_level x memsize */
+    uint64_t budget_cgroup_limit; /* tightest memory cgroup limit; UINT64_MAX: none */
+    uint64_t budget_cgroup_usage; /* that cgroup's usage */
+    uint64_t budget_free;         /* min(available, cgroup limit - usage) */
+    uint64_t budget_scout;        /* subtracted: the scout file */
+    uint64_t budget_overhead;     /* subtracted: fixed engine overhead */
+    uint64_t budget_reserve;      /* subtracted: opts.reserve_bytes */
+    uint64_t budget_os_floor;     /* subtracted: max(RAM / 8, 4 GiB) */
+    uint64_t budget_bytes;        /* what is left (0 if the subtractions exceed free) */
+    uint64_t budget_slots;        /* budget_bytes / slot_bytes, before floor, clamp, cap */
+    uint64_t top_k;               /* opts.top_k; 0: not given */
+    uint64_t working_set_slots;   /* layers x top_k: one token's experts; 0: unknown */
+    uint64_t cliff;               /* 1: the ring holds less than one token's experts */
+    /* since 1.0: popularity histogram (docs/freq-format.md) and pre-warm */
+    uint64_t freq_status;         /* SMOE_FREQ_*: what open found */
+    uint64_t freq_saving;         /* SMOE_FREQ_SAVE_* */
+    uint64_t freq_saves;          /* histogram saves that succeeded */
+    uint64_t freq_save_errors;    /* saves that failed (the previous file stays) */
+    uint64_t prewarm_slots;       /* most slots pre-warm fills; 0: no pre-warm */
+    uint64_t prewarm_passes;      /* idle periods pre-warm ran to the end of */
+    uint64_t prewarm_reads;       /* reads queued by pre-warm */
+    uint64_t prewarm_hits;        /* of which later claimed */
 } smoe_stats;
 
-/* Designated in C so that -Wextra stays quiet about the fields left 0. */
+/* smoe_stats.budget_rules: how the slot count was reached */
+enum {
+    SMOE_BUDGET_AUTO = 1u << 0,       /* sized by the memory budget (ring_slots 0) */
+    SMOE_BUDGET_FALLBACK = 1u << 1,   /* raised to 25% of free memory */
+    SMOE_BUDGET_CLAMP_MIN = 1u << 2,  /* raised to 64 slots */
+    SMOE_BUDGET_CLAMP_MAX = 1u << 3,  /* lowered to 4096 slots */
+    SMOE_BUDGET_CAPPED = 1u << 4,     /* lowered to what the memory cgroup allows */
+    SMOE_BUDGET_NO_MEMINFO = 1u << 5, /* free memory unknown: 64 slots */
+    SMOE_BUDGET_VAULT_CAP = 1u << 6   /* lowered to one slot per blob of the vault */
+};
+
+/* smoe_stats.freq_status: the histogram file found at open */
+enum {
+    SMOE_FREQ_OFF = 0,        /* SMOE_OPEN_NO_FREQ */
+    SMOE_FREQ_LOADED = 1,     /* loaded; pre-warm follows it */
+    SMOE_FREQ_ABSENT = 2,     /* no file yet: counting starts at zero */
+    SMOE_FREQ_TRUNCATED = 3,  /* ignored: shorter than its header says */
+    SMOE_FREQ_CORRUPT = 4,    /* ignored: bad magic, field or checksum */
+    SMOE_FREQ_VERSION = 5,    /* ignored: a format version this release cannot read */
+    SMOE_FREQ_FOREIGN = 6,    /* ignored: made for another vault, or before a repack */
+    SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error) */
+};
+
+/* smoe_stats.freq_saving */
+enum {
+    SMOE_FREQ_SAVE_OFF = 0,      /* SMOE_OPEN_NO_FREQ */
+    SMOE_FREQ_SAVE_ON = 1,       /* saved at close and by smoe_freq_save */
+    SMOE_FREQ_SAVE_READONLY = 2  /* its directory is not writable: never saved */
+};
+
+/* Designated in C and value-initialised in C++, so that -Wextra stays quiet
+ * about the fields left 0. */
 #ifdef __cplusplus
-#define SMOE_STATS_INIT {sizeof(smoe_stats)}
-#define SMOE_RING_REGION_INIT {sizeof(smoe_ring_region)}
-#define SMOE_VAULT_INFO_INIT {sizeof(smoe_vault_info)}
+#define SMOE_CXX_INIT_(T) \
+    static inline T T##_cxx_init_(void) { T v = {}; v.struct_size = sizeof v; return v; }
+SMOE_CXX_INIT_(smoe_stats)
+SMOE_CXX_INIT_(smoe_ring_region)
+SMOE_CXX_INIT_(smoe_vault_info)
+#undef SMOE_CXX_INIT_
+#define SMOE_STATS_INIT smoe_stats_cxx_init_()
+#define SMOE_RING_REGION_INIT smoe_ring_region_cxx_init_()
+#define SMOE_VAULT_INFO_INIT smoe_vault_info_cxx_init_()
 #else
 #define SMOE_STATS_INIT {.struct_size = sizeof(smoe_stats)}
 #define SMOE_RING_REGION_INIT {.struct_size = sizeof(smoe_ring_region)}

@@ -29,6 +29,14 @@ enum bench_mode {
 
 const char *bench_mode_name(int mode);
 
+/* Access advice for the page-cache modes (--os-advice). */
+enum bench_advice {
+    BENCH_ADVICE_NORMAL = 0, /* the kernel's default read-ahead */
+    BENCH_ADVICE_RANDOM,     /* POSIX_FADV_RANDOM / MADV_RANDOM: no read-ahead */
+    BENCH_ADVICE_WILLNEED    /* random, plus WILLNEED on each expert before reading it */
+};
+const char *bench_advice_name(int advice);
+
 /* What the command line asked for. */
 typedef struct bench_cfg {
     const char *vault;
@@ -47,7 +55,8 @@ typedef struct bench_cfg {
     int drop_caches;         /* drop the page cache before each mode (needs root) */
     int use_cgroup;          /* limit the page-cache modes (needs root) */
     int progress;            /* progress line on stderr */
-    int os_random;           /* pagecache/mmap: POSIX_FADV_RANDOM / MADV_RANDOM */
+    int os_advice;           /* pagecache/mmap: enum bench_advice */
+    int cache_only;          /* cgroup limit also covers the OS modes' buffers */
     uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
     int n_sweep;
 } bench_cfg;
@@ -122,6 +131,9 @@ void bench_spin_us(uint32_t us);
 /* The mode loops (run in the child). Fill r; r->ok = 1 on success. */
 void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r);
 void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result *r);
+
+/* The cgroup limit of the page-cache modes at a cache budget of memory. */
+uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory);
 
 /* Run one mode in a child: drop caches, cgroup when asked, collect. */
 void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_result *r);

@@ -10,7 +10,9 @@
  * compute, and moves on. Each task position has its own 16 KiB-aligned
  * buffer (an engine's per-layer expert buffers). Page-cache hits are read
  * off the kernel with mincore() on a read-only mapping just before each
- * read: all pages resident is a hit, anything less a miss.
+ * read: all pages resident is a hit, anything less a miss. --os-advice
+ * turns the kernel's read-ahead off (random) or replaces it with a
+ * WILLNEED of exactly each expert's bytes before it is read (willneed).
  *
  * Locking: pool.mu guards n_tasks, next, done, stop and the task array;
  * workers sleep on work_cv, the replay thread on done_cv.
@@ -42,6 +44,7 @@ typedef struct pool {
     unsigned char *map;      /* mmap: the data; pagecache: probe only */
     uint64_t map_len;
     size_t page;
+    int willneed;            /* --os-advice willneed */
     unsigned char *bufs[TRACE_MAX_K];
     unsigned char *vecs[TRACE_MAX_K]; /* mincore vectors */
 
@@ -71,6 +74,12 @@ static void do_task(pool *p, uint32_t i)
     unsigned char *buf = p->bufs[i];
     t->hit = p->mode == BENCH_DIRECT ? 0 : resident(p, i, t->off, t->len);
     t->err = 0;
+    /* WILLNEED starts the whole expert's read at once, exactly its range
+     * (after the probe: pages being read already count as cached) */
+    if (p->willneed && p->mode == BENCH_MMAP)
+        (void)posix_madvise(p->map + t->off, t->len, POSIX_MADV_WILLNEED);
+    else if (p->willneed && p->mode == BENCH_PAGECACHE)
+        (void)posix_fadvise(p->fd, (off_t)t->off, (off_t)t->len, POSIX_FADV_WILLNEED);
     if (p->mode == BENCH_MMAP) {
         memcpy(buf, p->map + t->off, t->len);
         return;
@@ -169,6 +178,7 @@ void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result 
     p.mode = mode;
     p.fd = -1;
     p.page = (size_t)sysconf(_SC_PAGESIZE);
+    p.willneed = cfg->os_advice == BENCH_ADVICE_WILLNEED;
     r->slots = (uint32_t)(memory / env->slot_bytes);
     snprintf(r->hit_method, sizeof r->hit_method, mode == BENCH_DIRECT ? "none" : "mincore");
     pthread_t *th = calloc(cfg->workers, sizeof *th);
@@ -196,10 +206,8 @@ void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result 
         if (mode == BENCH_DIRECT)
             (void)fcntl(p.fd, F_NOCACHE, 1);
 #endif
-#if defined(POSIX_FADV_RANDOM)
-        if (mode == BENCH_PAGECACHE && cfg->os_random)
+        if (mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
             (void)posix_fadvise(p.fd, 0, 0, POSIX_FADV_RANDOM);
-#endif
     }
     if (mode != BENCH_DIRECT) {
         int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
@@ -217,7 +225,7 @@ void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result 
             goto out;
         }
         p.map = m;
-        if (mode == BENCH_MMAP && cfg->os_random)
+        if (mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
             (void)posix_madvise(m, p.map_len, POSIX_MADV_RANDOM);
     }
     size_t vec_len = (size_t)((env->slot_bytes + p.page - 1) / p.page);

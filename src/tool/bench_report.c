@@ -56,7 +56,9 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            cfg->workers, cfg->compute_us,
            cfg->drop_caches ? "page cache dropped before each mode"
                             : "page cache NOT dropped between modes",
-           env->read_ahead_kb, cfg->os_random ? ", random-access advice" : "");
+           env->read_ahead_kb, cfg->os_advice == BENCH_ADVICE_NORMAL ? "" :
+           cfg->os_advice == BENCH_ADVICE_RANDOM ? ", random-access advice (no read-ahead)" :
+           ", random-access advice plus WILLNEED of each expert");
     printf("offline at %u slots: LRU hit rate %.3f, optimal (Belady) %.3f\n", sim->slots,
            sim->lru, sim->opt);
 }
@@ -67,8 +69,8 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
     printf("\n%-10s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s %7s\n", "mode", "tok/s",
            "wait/tok", "p50", "p99", "hit", "joins", "read", "GB/s", "CPU s", "peak RSS",
            "limit");
-    printf("%-10s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s %7s\n", "", "", "ms mean", "ms",
-           "ms", "rate", "", "GiB", "read", "per GB", "MiB", "");
+    printf("%-10s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s\n", "", "", "ms mean", "ms", "ms",
+           "rate", "", "GiB", "read", "per GB", "MiB");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (!r->ok) {
@@ -257,7 +259,8 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
     add_u64(c, "verify", cfg->verify);
     add_b(c, "drop_caches", cfg->drop_caches);
     add_b(c, "cgroup", cfg->use_cgroup);
-    add_b(c, "os_random", cfg->os_random);
+    add_s(c, "os_advice", bench_advice_name(cfg->os_advice));
+    add_b(c, "cache_only", cfg->cache_only);
     json_object_object_add(c, "read_ahead_kb", json_object_new_int(env->read_ahead_kb));
     add_s(c, "memory_note", cg_note);
     json_object_object_add(root, "config", c);
@@ -343,9 +346,9 @@ int bench_write_plot(const bench_env *env, const bench_point *pts, int n_pts)
             fprintf(g, "NaN\n");
     }
     fprintf(g, "EOD\n");
-    fprintf(g, "plot $d using 1:4 with linespoints lw 2 title \"smoe (measured)\", "
-               "$d using 1:2 with linespoints dt 2 title \"LRU (simulated)\", "
-               "$d using 1:3 with linespoints dt 3 title \"optimal (simulated)\", "
+    fprintf(g, "plot $d using 1:3 with linespoints dt 3 title \"optimal (simulated)\", "
+               "$d using 1:4 with linespoints lw 4 title \"smoe (measured)\", "
+               "$d using 1:2 with linespoints dt 2 pt 6 ps 2 title \"LRU (simulated)\", "
                "$d using 1:5 with linespoints title \"page cache (measured, mincore)\"\n");
     int rc = pclose(g);
     if (rc != 0) {

@@ -28,6 +28,16 @@ const char *bench_mode_name(int mode)
     }
 }
 
+const char *bench_advice_name(int advice)
+{
+    switch (advice) {
+    case BENCH_ADVICE_NORMAL: return "normal";
+    case BENCH_ADVICE_RANDOM: return "random";
+    case BENCH_ADVICE_WILLNEED: return "willneed";
+    default: return "?";
+    }
+}
+
 void bench_cpu_now(double *user, double *sys)
 {
     struct rusage ru;
@@ -185,6 +195,14 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
+uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory)
+{
+    uint64_t limit = memory + BENCH_PROCESS_SLACK;
+    if (env->cfg->cache_only) /* the per-layer read buffers come on top */
+        limit += (uint64_t)env->max_k * env->slot_bytes;
+    return limit;
+}
+
 void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_result *r)
 {
     const bench_cfg *cfg = env->cfg;
@@ -204,7 +222,7 @@ void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_resul
     bench_cgroup cg;
     int limited = 0;
     if (cfg->use_cgroup && (mode == BENCH_PAGECACHE || mode == BENCH_MMAP)) {
-        uint64_t limit = memory + BENCH_PROCESS_SLACK;
+        uint64_t limit = bench_cgroup_limit(env, memory);
         if (bench_cgroup_create(&cg, limit, err, sizeof err) == 0) {
             limited = 1;
         } else {
@@ -279,7 +297,7 @@ void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_resul
     r->caches_dropped = dropped;
     r->memory_limited = limited;
     if (limited) {
-        r->cgroup_limit = memory + BENCH_PROCESS_SLACK;
+        r->cgroup_limit = bench_cgroup_limit(env, memory);
         r->cgroup_peak = bench_cgroup_peak(&cg);
     }
 out:

@@ -46,8 +46,12 @@ static int usage(void)
         "  --allow-buffered  let the library fall back to buffered reads\n"
         "  --no-drop-caches  keep the page cache between modes\n"
         "  --no-cgroup       never limit the page-cache modes\n"
-        "  --os-random       advise the kernel of random access (POSIX_FADV_RANDOM\n"
-        "                    for pagecache, MADV_RANDOM for mmap): no read-ahead\n"
+        "  --cache-only      equal cache rather than equal memory: the cgroup limit\n"
+        "                    also covers pagecache's and mmap's per-layer buffers\n"
+        "  --os-advice A     pagecache and mmap access advice: normal (default: the\n"
+        "                    kernel's read-ahead), random (FADV/MADV_RANDOM: none), or\n"
+        "                    willneed (random, plus WILLNEED of each expert's bytes\n"
+        "                    just before reading it)\n"
         "  --no-progress     no progress line on stderr\n");
     return 2;
 }
@@ -216,8 +220,8 @@ int cmd_bench(int argc, char **argv)
             cfg.use_cgroup = 0;
             continue;
         }
-        if (!strcmp(a, "--os-random")) {
-            cfg.os_random = 1;
+        if (!strcmp(a, "--cache-only")) {
+            cfg.cache_only = 1;
             continue;
         }
         if (!strcmp(a, "--no-progress")) {
@@ -253,6 +257,15 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--tokens")) {
             bad = tool_parse_u32(v, 1, UINT32_MAX, &u32);
             cfg.max_tokens = u32;
+        } else if (!strcmp(a, "--os-advice")) {
+            if (!strcmp(v, "normal"))
+                cfg.os_advice = BENCH_ADVICE_NORMAL;
+            else if (!strcmp(v, "random"))
+                cfg.os_advice = BENCH_ADVICE_RANDOM;
+            else if (!strcmp(v, "willneed"))
+                cfg.os_advice = BENCH_ADVICE_WILLNEED;
+            else
+                bad = 1;
         } else if (!strcmp(a, "--verify")) {
             if (!strcmp(v, "on"))
                 cfg.verify = SMOE_VERIFY_ON;
@@ -337,9 +350,10 @@ int cmd_bench(int argc, char **argv)
     char cg_note[256];
     if (cfg.use_cgroup)
         snprintf(cg_note, sizeof cg_note, "pagecache and mmap run in a memory cgroup limited "
-                 "to %.1f MiB (the budget plus %llu MiB for the process)",
-                 (double)(cfg.memory + BENCH_PROCESS_SLACK) / 1048576.0,
-                 (unsigned long long)(BENCH_PROCESS_SLACK >> 20));
+                 "to %.1f MiB (the budget plus %llu MiB for the process%s)",
+                 (double)bench_cgroup_limit(&env, cfg.memory) / 1048576.0,
+                 (unsigned long long)(BENCH_PROCESS_SLACK >> 20),
+                 cfg.cache_only ? " plus their read buffers" : "");
     else if (!root)
         snprintf(cg_note, sizeof cg_note, "not root: cannot limit pagecache and mmap, which "
                  "run with all free memory (marked NONE)");

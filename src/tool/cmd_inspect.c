@@ -1,7 +1,8 @@
 /*
  * cmd_inspect.c - `smoe inspect`: validate a vault and show its header,
  * counts, sizes, metadata and every layout with its components, as text or
- * as JSON (json-c).
+ * as JSON (json-c); and the index of its scout file (docs/scout-format.md)
+ * when one is named or found beside the vault.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "smoe/smoe.h"
+#include "pack.h"
 #include "tool.h"
 #include "vault.h"
 
@@ -19,13 +21,17 @@ static const char cmd[] = "inspect";
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: smoe inspect VAULT [--json]\n"
+            "usage: smoe inspect VAULT [--json] [--scout FILE | --no-scout]\n"
             "\n"
             "Validate VAULT's header and tables (not the blobs: see 'smoe verify') and\n"
-            "show its header, counts, sizes, metadata and blob layouts.\n"
+            "show its header, counts, sizes, metadata and blob layouts, then the index\n"
+            "of its scout file (the dense tensors 'smoe pack' wrote beside it).\n"
             "\n"
-            "  --json   print one JSON object instead of text\n"
-            "  --help   this text\n");
+            "  --json         print one JSON object instead of text\n"
+            "  --scout FILE   the scout file (default: the one the vault's metadata\n"
+            "                 names, or NAME.scout, when it exists beside the vault)\n"
+            "  --no-scout     do not look for a scout file\n"
+            "  --help         this text\n");
 }
 
 typedef struct facts {
@@ -106,6 +112,8 @@ static void meta_text(void *u, const char *k, int kl, const char *val, int vl)
     printf("  %.*s = %.*s\n", kl, k, vl, val);
 }
 
+static void dtype_text(char *dt, size_t n, uint32_t dtype, uint32_t bits, uint32_t group);
+
 static void print_text(const char *path, const smoe__vault *v, const facts *f)
 {
     printf("vault            %s\n", path);
@@ -139,17 +147,70 @@ static void print_text(const char *path, const smoe__vault *v, const facts *f)
             const smoe_component *c = &v->components[lo->first + k];
             char sh[128], dt[64];
             shape_text(sh, sizeof sh, c);
-            if (c->dtype == SMOE_DTYPE_MLX_PACKED)
-                snprintf(dt, sizeof dt, "mlx_packed/%" PRIu32 "b/g%" PRIu32, c->quant_bits,
-                         c->quant_group);
-            else if (!strcmp(smoe_dtype_name(c->dtype), "?"))
-                snprintf(dt, sizeof dt, "?(0x%" PRIx32 ")", c->dtype);
-            else
-                snprintf(dt, sizeof dt, "%s", smoe_dtype_name(c->dtype));
+            dtype_text(dt, sizeof dt, c->dtype, c->quant_bits, c->quant_group);
             printf("    %-24s %-14s %-24s %12" PRIu64 " %12" PRIu64 "\n", c->name, dt, sh,
                    c->offset, c->nbytes);
         }
     }
+}
+
+static void dtype_text(char *dt, size_t n, uint32_t dtype, uint32_t bits, uint32_t group)
+{
+    if (dtype == SMOE_DTYPE_MLX_PACKED)
+        snprintf(dt, n, "mlx_packed/%" PRIu32 "b/g%" PRIu32, bits, group);
+    else if (!strcmp(smoe_dtype_name(dtype), "?"))
+        snprintf(dt, n, "?(0x%" PRIx32 ")", dtype);
+    else
+        snprintf(dt, n, "%s", smoe_dtype_name(dtype));
+}
+
+static void print_scout_text(const char *path, const pack_scout *sc)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < sc->count; i++)
+        bytes += sc->e[i].nbytes;
+    printf("scout            %s\n", path);
+    printf("  %" PRIu32 " tensors, %" PRIu64 " bytes of data (file %" PRIu64 " bytes, data at %"
+           PRIu64 ", 64-byte aligned)\n", sc->count, bytes, sc->file_size, sc->data_offset);
+    printf("    %-48s %-14s %-24s %12s %12s\n", "name", "dtype", "shape", "offset", "bytes");
+    for (uint32_t i = 0; i < sc->count; i++) {
+        const pack_scout_entry *e = &sc->e[i];
+        char sh[160], dt[64];
+        pack_shape_str(e->shape, e->ndim, sh, sizeof sh);
+        dtype_text(dt, sizeof dt, e->dtype, e->quant_bits, e->quant_group);
+        printf("    %-48s %-14s %-24s %12" PRIu64 " %12" PRIu64 "\n", e->name, dt, sh,
+               e->offset, e->nbytes);
+    }
+}
+
+static json_object *scout_json(const char *path, const pack_scout *sc)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "path", json_object_new_string(path));
+    json_object_object_add(o, "file_size", json_object_new_uint64(sc->file_size));
+    json_object_object_add(o, "data_offset", json_object_new_uint64(sc->data_offset));
+    json_object_object_add(o, "count", json_object_new_uint64(sc->count));
+    json_object *ts = json_object_new_array();
+    for (uint32_t i = 0; i < sc->count; i++) {
+        const pack_scout_entry *e = &sc->e[i];
+        json_object *t = json_object_new_object();
+        json_object_object_add(t, "name", json_object_new_string(e->name));
+        json_object_object_add(t, "dtype", json_object_new_string(smoe_dtype_name(e->dtype)));
+        json_object_object_add(t, "dtype_id", json_object_new_uint64(e->dtype));
+        json_object *sh = json_object_new_array();
+        for (uint32_t d = 0; d < e->ndim; d++)
+            json_object_array_add(sh, json_object_new_uint64(e->shape[d]));
+        json_object_object_add(t, "shape", sh);
+        json_object_object_add(t, "offset", json_object_new_uint64(e->offset));
+        json_object_object_add(t, "bytes", json_object_new_uint64(e->nbytes));
+        if (e->dtype == SMOE_DTYPE_MLX_PACKED) {
+            json_object_object_add(t, "quant_group", json_object_new_uint64(e->quant_group));
+            json_object_object_add(t, "quant_bits", json_object_new_uint64(e->quant_bits));
+        }
+        json_object_array_add(ts, t);
+    }
+    json_object_object_add(o, "tensors", ts);
+    return o;
 }
 
 static void meta_json(void *u, const char *k, int kl, const char *val, int vl)
@@ -168,7 +229,8 @@ static json_object *u64(uint64_t v)
     return json_object_new_uint64(v);
 }
 
-static int print_json(const char *path, const smoe__vault *v, const facts *f)
+static int print_json(const char *path, const smoe__vault *v, const facts *f,
+                      const char *scout_path, const pack_scout *sc)
 {
     json_object *o = json_object_new_object();
     char id[32];
@@ -226,6 +288,8 @@ static int print_json(const char *path, const smoe__vault *v, const facts *f)
         json_object_array_add(layouts, l);
     }
     json_object_object_add(o, "layouts", layouts);
+    if (sc)
+        json_object_object_add(o, "scout", scout_json(scout_path, sc));
     const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
                                                           JSON_C_TO_STRING_NOSLASHESCAPE);
     int ok = s && puts(s) >= 0;
@@ -235,14 +299,22 @@ static int print_json(const char *path, const smoe__vault *v, const facts *f)
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
-    int json = 0;
+    const char *path = NULL, *scout_arg = NULL;
+    int json = 0, no_scout = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--no-scout")) {
+            no_scout = 1;
+        } else if (!strcmp(argv[i], "--scout")) {
+            if (i + 1 == argc) {
+                tool_error(cmd, "--scout needs a file");
+                return 2;
+            }
+            scout_arg = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             tool_error(cmd, "unknown option '%s'", argv[i]);
             fprintf(stderr, "run 'smoe inspect --help' for usage\n");
@@ -264,15 +336,39 @@ int cmd_inspect(int argc, char **argv)
     int rc = smoe__vault_load(&v, path, smoe__io_get());
     if (rc < 0)
         return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+    /* The scout file: named, or found beside the vault; it must be valid. */
+    char *scout_path = NULL;
+    pack_scout sc;
+    memset(&sc, 0, sizeof sc);
+    int have_scout = 0;
+    if (scout_arg)
+        scout_path = strdup(scout_arg);
+    else if (!no_scout)
+        scout_path = pack_scout_find(path, smoe__vault_meta(&v, "scout"));
+    if (scout_path) {
+        int src = pack_scout_load(scout_path, &sc);
+        if (src < 0) {
+            rc = tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(src));
+            free(scout_path);
+            smoe__vault_free(&v);
+            return rc;
+        }
+        have_scout = 1;
+    }
     facts f;
     memset(&f, 0, sizeof f);
     rc = gather(path, &v, &f);
     if (rc == 0) {
-        if (json)
-            rc = print_json(path, &v, &f);
-        else
+        if (json) {
+            rc = print_json(path, &v, &f, scout_path, have_scout ? &sc : NULL);
+        } else {
             print_text(path, &v, &f);
+            if (have_scout)
+                print_scout_text(scout_path, &sc);
+        }
     }
+    pack_scout_free(&sc);
+    free(scout_path);
     free(f.used_by);
     smoe__vault_free(&v);
     if (rc == 0 && fflush(stdout) != 0)

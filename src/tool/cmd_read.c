@@ -24,6 +24,7 @@ static void usage(FILE *f)
             "  --no-verify     do not check (default: the library's default)\n"
             "  --hash          also hash each claimed blob in this thread\n"
             "  --buffered      buffered reads instead of direct I/O\n"
+            "  --chunk BYTES   read chunk (multiple of 16 KiB; default: the library's)\n"
             "  --json          print the result as JSON\n");
 }
 
@@ -46,8 +47,10 @@ int cmd_read(int argc, char **argv)
         {"verify", no_argument, NULL, 'v'},        {"no-verify", no_argument, NULL, 'n'},
         {"hash", no_argument, NULL, 'H'},          {"buffered", no_argument, NULL, 'b'},
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+        {"chunk", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0}};
     uint32_t workers = 16, slots = 0;
+    uint64_t chunk = 0;
     unsigned verify = SMOE_VERIFY_DEFAULT;
     int json = 0, hash = 0, buffered = 0, c;
     optind = 1;
@@ -60,6 +63,12 @@ int cmd_read(int argc, char **argv)
         case 's':
             if (tool_parse_u32(optarg, 2, 1u << 20, &slots))
                 return tool_error("read", "--slots: expected 2..1048576, got '%s'", optarg);
+            break;
+        case 'c':
+            if (tool_parse_size(optarg, &chunk) || chunk == 0 || chunk % 16384 ||
+                chunk > 0xFFFFC000ull)
+                return tool_error("read", "--chunk: expected a multiple of 16 KiB, got '%s'",
+                                  optarg);
             break;
         case 'v': verify = SMOE_VERIFY_ON; break;
         case 'n': verify = SMOE_VERIFY_OFF; break;
@@ -82,6 +91,7 @@ int cmd_read(int argc, char **argv)
     o.workers = workers;
     o.ring_slots = slots;
     o.verify = verify;
+    o.chunk_bytes = (uint32_t)chunk;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | (buffered ? SMOE_OPEN_BUFFERED : 0);
     smoe_stream *s;
     uint64_t t_open = tool_now_ns();
@@ -165,16 +175,17 @@ int cmd_read(int argc, char **argv)
         json_object_object_add(j, "io_mode", json_object_new_string(
                                    st.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered"));
         json_object_object_add(j, "verify", json_object_new_boolean((int)st.verify));
+        json_object_object_add(j, "chunk_bytes", json_object_new_int64((int64_t)st.chunk_bytes));
         json_object_object_add(j, "hash_mismatches", json_object_new_int64((int64_t)bad));
         json_object_object_add(j, "reads_failed", json_object_new_int64((int64_t)st.reads_failed));
         printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
         json_object_put(j);
     } else {
         printf("%s: %u blobs, %.1f MiB read in %.3f s: %.3f GB/s (%s I/O, %u workers, "
-               "verify %s)\n",
+               "%llu KiB chunks, verify %s)\n",
                path, n, (double)st.bytes_read / 1048576.0, sec, gbs,
                st.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered", workers,
-               st.verify ? "on" : "off");
+               (unsigned long long)st.chunk_bytes / 1024, st.verify ? "on" : "off");
         printf("ring: %llu slots x %llu bytes = %.1f MiB; peak RSS %.1f MiB; open %.3f s\n",
                (unsigned long long)st.slots, (unsigned long long)st.slot_bytes,
                (double)st.ring_bytes / 1048576.0, (double)rss / 1048576.0,

@@ -1,7 +1,8 @@
 /*
  * cmd_verify.c - `smoe verify`: validate a vault's header and tables, then
  * read every blob (in file order, buffered, with a sequential-access hint)
- * and check its XXH3 checksum and that its padding is zero.
+ * and check its XXH3 checksum and that its padding is zero; then the same
+ * for the scout file beside it, when there is one (docs/scout-format.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
+#include "pack.h"
 #include "tool.h"
 #include "vault.h"
 
@@ -23,13 +25,17 @@ static const char cmd[] = "verify";
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: smoe verify VAULT\n"
+            "usage: smoe verify VAULT [--scout FILE | --no-scout]\n"
             "\n"
             "Validate VAULT's header and tables, then read every blob and check its\n"
             "checksum and zero padding. Each bad blob is reported on stderr as\n"
-            "'layer L expert E: ...'; the exit status is 1 if any is bad.\n"
+            "'layer L expert E: ...'; the exit status is 1 if any is bad. Then check\n"
+            "the scout file's index and every tensor's checksum.\n"
             "\n"
-            "  --help   this text\n");
+            "  --scout FILE   the scout file (default: the one the vault's metadata\n"
+            "                 names, or NAME.scout, when it exists beside the vault)\n"
+            "  --no-scout     do not look for a scout file\n"
+            "  --help         this text\n");
 }
 
 typedef struct item {
@@ -105,11 +111,20 @@ static int check_blob(const char *path, int fd, const smoe__vault_entry *e, cons
 
 int cmd_verify(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *scout_arg = NULL;
+    int no_scout = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "--no-scout")) {
+            no_scout = 1;
+        } else if (!strcmp(argv[i], "--scout")) {
+            if (i + 1 == argc) {
+                tool_error(cmd, "--scout needs a file");
+                return 2;
+            }
+            scout_arg = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             tool_error(cmd, "unknown option '%s'", argv[i]);
             fprintf(stderr, "run 'smoe verify --help' for usage\n");
@@ -175,6 +190,28 @@ int cmd_verify(int argc, char **argv)
     if (bad)
         printf("%" PRIu64 " bad blob%s\n", bad, bad == 1 ? "" : "s");
     rc = bad ? 1 : 0;
+
+    char *scout = scout_arg ? strdup(scout_arg)
+                            : no_scout ? NULL
+                                       : pack_scout_find(path, smoe__vault_meta(&v, "scout"));
+    if (scout) {
+        pack_scout sc;
+        uint64_t s0 = tool_now_ns();
+        int src = pack_scout_load(scout, &sc);
+        if (src == 0) {
+            src = pack_scout_check_data(scout, &sc);
+            secs = (double)(tool_now_ns() - s0) / 1e9;
+            if (src == 0)
+                printf("%s: %" PRIu32 " tensors, %" PRIu64 " bytes checked in %.2f s: OK\n",
+                       scout, sc.count, sc.file_size, secs);
+            pack_scout_free(&sc);
+        }
+        if (src < 0) {
+            tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(src));
+            rc = 1;
+        }
+        free(scout);
+    }
 out:
     if (fd >= 0)
         close(fd);

@@ -11,9 +11,11 @@ static const struct {
     const char *what;
 } cmds[] = {
     {"gen", cmd_gen, "write a vault of random experts"},
+    {"pack", cmd_pack, "turn a safetensors or GGUF checkpoint into a vault and a scout file"},
     {"inspect", cmd_inspect, "show a vault's header, counts and layouts"},
     {"verify", cmd_verify, "check every blob's checksum"},
     {"read", cmd_read, "stream every blob once through the library"},
+    {"budget", cmd_budget, "show how the ring would be sized on this machine"},
     {"trace-gen", cmd_trace_gen, "write a synthetic routing trace"},
     {"bench", cmd_bench, "replay a trace: the library against the page cache"},
     {"sim", cmd_sim, "replay traces through simulated eviction policies"},

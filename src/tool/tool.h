@@ -15,9 +15,11 @@
 typedef int (*tool_cmd_fn)(int argc, char **argv);
 
 int cmd_gen(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_read(int argc, char **argv);
+int cmd_budget(int argc, char **argv);
 int cmd_trace_gen(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

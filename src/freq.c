@@ -1,0 +1,390 @@
+/*
+ * freq.c - the popularity histogram's file (docs/freq-format.md): encode,
+ * decode, load at open, atomic save (temporary file, fsync, rename, fsync
+ * of the directory), and smoe_freq_save.
+ *
+ * A file that is missing, short, corrupt, of another version or of
+ * another vault is ignored: counting starts at zero, the reason goes to
+ * the log and to smoe_stats.freq_status, and open goes on. A directory
+ * where the file cannot be created turns saving off the same way. A save
+ * that fails at any step removes its temporary file and leaves the
+ * previous histogram as it was.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "error.h"
+#include "freq.h"
+#include "internal.h"
+
+/* Header fields (docs/freq-format.md). */
+enum {
+    F_MAGIC = 0, F_VERSION = 8, F_HEADER_SIZE = 12, F_LAYERS = 16, F_EXPERTS = 20,
+    F_VAULT_ID = 24, F_VAULT_SIZE = 32, F_TOTAL = 40, F_RESERVED = 48, F_CHECKSUM = 56
+};
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* XXH3-64 of header bytes 0..55 and the counts that follow the header. */
+static uint64_t file_hash(const unsigned char *buf, uint64_t len)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0; /* never matches a stored hash of a real file by more than chance */
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, buf, F_CHECKSUM);
+    XXH3_64bits_update(st, buf + SMOE__FREQ_HEADER_SIZE, (size_t)(len - SMOE__FREQ_HEADER_SIZE));
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts)
+{
+    size_t n = (size_t)id->layers * id->experts;
+    uint64_t len = SMOE__FREQ_HEADER_SIZE + 8 * (uint64_t)n, total = 0;
+    memset(buf, 0, SMOE__FREQ_HEADER_SIZE);
+    memcpy(buf + F_MAGIC, SMOE__FREQ_MAGIC, 8);
+    put32(buf + F_VERSION, SMOE__FREQ_VERSION);
+    put32(buf + F_HEADER_SIZE, SMOE__FREQ_HEADER_SIZE);
+    put32(buf + F_LAYERS, id->layers);
+    put32(buf + F_EXPERTS, id->experts);
+    put64(buf + F_VAULT_ID, id->vault_id);
+    put64(buf + F_VAULT_SIZE, id->vault_size);
+    for (size_t i = 0; i < n; i++) {
+        put64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i, counts[i]);
+        total += counts[i];
+    }
+    put64(buf + F_TOTAL, total);
+    XXH64_canonical_t c;
+    XXH64_canonicalFromHash(&c, file_hash(buf, len));
+    memcpy(buf + F_CHECKSUM, c.digest, 8);
+}
+
+int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_id *id,
+                      uint64_t *counts, const char **why)
+{
+    /* The magic first, as far as the file goes: a short file of other
+     * bytes is not a histogram cut short. */
+    if (memcmp(buf + F_MAGIC, SMOE__FREQ_MAGIC, len < 8 ? (size_t)len : 8) != 0) {
+        *why = "bad magic number";
+        return SMOE_FREQ_CORRUPT;
+    }
+    if (len < SMOE__FREQ_HEADER_SIZE) {
+        *why = "shorter than its 64-byte header";
+        return SMOE_FREQ_TRUNCATED;
+    }
+    if (get32(buf + F_VERSION) != SMOE__FREQ_VERSION) {
+        *why = "format version is not 1";
+        return SMOE_FREQ_VERSION;
+    }
+    uint32_t layers = get32(buf + F_LAYERS), experts = get32(buf + F_EXPERTS);
+    uint64_t n = (uint64_t)layers * experts;
+    if (get32(buf + F_HEADER_SIZE) != SMOE__FREQ_HEADER_SIZE || n == 0 ||
+        n > SMOE__MAX_EXPERTS_TOTAL || get64(buf + F_RESERVED) != 0) {
+        *why = "header_size, layers, experts or reserved out of range";
+        return SMOE_FREQ_CORRUPT;
+    }
+    uint64_t want = SMOE__FREQ_HEADER_SIZE + 8 * n;
+    if (len < want) {
+        *why = "shorter than its counts";
+        return SMOE_FREQ_TRUNCATED;
+    }
+    if (len > want) {
+        *why = "longer than its counts";
+        return SMOE_FREQ_CORRUPT;
+    }
+    XXH64_canonical_t c;
+    memcpy(c.digest, buf + F_CHECKSUM, 8);
+    if (XXH64_hashFromCanonical(&c) != file_hash(buf, len)) {
+        *why = "checksum mismatch";
+        return SMOE_FREQ_CORRUPT;
+    }
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total += get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+    if (total != get64(buf + F_TOTAL)) {
+        *why = "total does not match the counts";
+        return SMOE_FREQ_CORRUPT;
+    }
+    if (layers != id->layers || experts != id->experts ||
+        get64(buf + F_VAULT_ID) != id->vault_id || get64(buf + F_VAULT_SIZE) != id->vault_size) {
+        *why = "made for another vault (or for this one before it was repacked)";
+        return SMOE_FREQ_FOREIGN;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        counts[i] = get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+    *why = "";
+    return SMOE_FREQ_LOADED;
+}
+
+static smoe__freq_id id_of(const struct smoe_stream *s)
+{
+    smoe__freq_id id = {s->vault.layers, s->vault.experts, s->vault.vault_id,
+                        s->vault.file_size};
+    return id;
+}
+
+static const char *status_name(int st)
+{
+    switch (st) {
+    case SMOE_FREQ_ABSENT: return "absent";
+    case SMOE_FREQ_TRUNCATED: return "truncated";
+    case SMOE_FREQ_CORRUPT: return "corrupt";
+    case SMOE_FREQ_VERSION: return "unsupported version";
+    case SMOE_FREQ_FOREIGN: return "foreign";
+    case SMOE_FREQ_UNREADABLE: return "unreadable";
+    default: return "loaded";
+    }
+}
+
+/* Load the file into counts (zeros stay where it is ignored). */
+static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno)
+{
+    smoe__freq *f = &s->freq;
+    const smoe__io *io = s->io;
+    *eno = 0;
+    int fd = io->open(io, f->path, SMOE__IO_RDONLY);
+    if (fd < 0) {
+        *eno = -fd;
+        *why = strerror(-fd);
+        return fd == -ENOENT ? SMOE_FREQ_ABSENT : SMOE_FREQ_UNREADABLE;
+    }
+    uint64_t size = 0;
+    int r = io->size(io, fd, &size);
+    const uint64_t most = SMOE__FREQ_HEADER_SIZE + 8ull * SMOE__MAX_EXPERTS_TOTAL;
+    int st;
+    unsigned char *buf = NULL;
+    if (r < 0) {
+        *eno = -r;
+        *why = strerror(-r);
+        st = SMOE_FREQ_UNREADABLE;
+    } else if (size > most) {
+        *why = "larger than any histogram";
+        st = SMOE_FREQ_CORRUPT;
+    } else if (!(buf = malloc(size ? (size_t)size : 1))) {
+        *why = "out of memory";
+        st = SMOE_FREQ_UNREADABLE;
+    } else if ((r = smoe__io_read_full(io, fd, buf, (size_t)size, 0, NULL, eno)) < 0) {
+        *why = r == SMOE_ETRUNC ? "shrank while being read" : strerror(*eno);
+        st = r == SMOE_ETRUNC ? SMOE_FREQ_TRUNCATED : SMOE_FREQ_UNREADABLE;
+    } else {
+        smoe__freq_id id = id_of(s);
+        st = smoe__freq_decode(buf, size, &id, counts, why);
+    }
+    free(buf);
+    io->close(io, fd);
+    return st;
+}
+
+static char *tmp_name(const char *path)
+{
+    static _Atomic uint32_t seq;
+    /* relaxed: only makes names unique within the process */
+    uint32_t n = atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed);
+    size_t len = strlen(path) + 48;
+    char *t = malloc(len);
+    if (t)
+        snprintf(t, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    return t;
+}
+
+/* Can a file be created beside path? 0, or the negative errno. */
+static int probe_writable(const smoe__io *io, const char *path)
+{
+    char *t = tmp_name(path);
+    if (!t)
+        return -ENOMEM;
+    int fd = io->open(io, t, SMOE__IO_WRONLY);
+    if (fd >= 0) {
+        io->close(io, fd);
+        io->unlink(io, t);
+    }
+    free(t);
+    return fd < 0 ? fd : 0;
+}
+
+int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
+{
+    smoe__freq *f = &s->freq;
+    f->n = (size_t)s->vault.layers * s->vault.experts;
+    size_t bytes = (f->n * sizeof *f->count + 63) / 64 * 64;
+    f->count = aligned_alloc(64, bytes);
+    uint64_t *loaded = calloc(f->n, sizeof *loaded);
+    if (!f->count || !loaded) {
+        free(loaded);
+        return smoe__fail(SMOE_ENOMEM, "open: out of memory for the popularity histogram");
+    }
+    if (pthread_mutex_init(&f->save_lock, NULL) != 0) {
+        free(loaded);
+        return smoe__fail(SMOE_ENOMEM, "open: cannot create the histogram's save lock");
+    }
+    f->lock_init = 1;
+    f->status = SMOE_FREQ_OFF;
+    f->saving = SMOE_FREQ_SAVE_OFF;
+    if (!(o->flags & SMOE_OPEN_NO_FREQ)) {
+        const char *p = o->freq_path;
+        size_t len = p ? strlen(p) + 1 : strlen(s->vault.path) + 6;
+        if (!(f->path = malloc(len))) {
+            free(loaded);
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+        }
+        if (p)
+            memcpy(f->path, p, len);
+        else
+            snprintf(f->path, len, "%s.freq", s->vault.path);
+        const char *why = "";
+        int eno;
+        f->status = load(s, loaded, &why, &eno);
+        if (f->status != SMOE_FREQ_LOADED)
+            smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s ignored (%s: %s): counting "
+                      "starts at zero", f->path, status_name(f->status), why);
+        int w = probe_writable(s->io, f->path);
+        f->saving = w == 0 ? SMOE_FREQ_SAVE_ON : SMOE_FREQ_SAVE_READONLY;
+        if (w < 0)
+            smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s will not be saved: cannot "
+                      "create a file beside it: %s", f->path, strerror(-w));
+    }
+    for (size_t i = 0; i < f->n; i++)
+        atomic_init(&f->count[i], loaded[i]);
+    free(loaded);
+    atomic_init(&f->saves, 0);
+    atomic_init(&f->save_errors, 0);
+    return 0;
+}
+
+/* fsync the directory holding path, so the rename itself is durable. */
+static void sync_dir(const smoe__io *io, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = io->open(io, dir, SMOE__IO_RDONLY);
+    if (fd >= 0) {
+        io->fsync(io, fd); /* best effort: some file systems refuse */
+        io->close(io, fd);
+    }
+}
+
+/* Write buf to a temporary file and rename it over path. */
+static int write_atomic(const smoe__io *io, const char *path, const unsigned char *buf,
+                        size_t len, const char *fn)
+{
+    char *tmp = tmp_name(path);
+    if (!tmp)
+        return smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
+    int r, eno = 0, fd = io->open(io, tmp, SMOE__IO_WRONLY);
+    if (fd < 0) {
+        r = smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, tmp, strerror(-fd));
+        free(tmp);
+        return r;
+    }
+    if ((r = smoe__io_write_full(io, fd, buf, len, 0, &eno)) < 0)
+        r = smoe__fail(SMOE_EIO, "%s: writing %zu bytes to %s failed: %s", fn, len, tmp,
+                       strerror(eno));
+    else if ((r = io->fsync(io, fd)) < 0)
+        r = smoe__fail(SMOE_EIO, "%s: fsync of %s failed: %s", fn, tmp, strerror(-r));
+    int c = io->close(io, fd);
+    if (r == 0 && c < 0)
+        r = smoe__fail(SMOE_EIO, "%s: close of %s failed: %s", fn, tmp, strerror(-c));
+    if (r == 0 && (r = io->rename(io, tmp, path)) < 0)
+        r = smoe__fail(SMOE_ESYS, "%s: renaming %s to %s failed: %s", fn, tmp, path,
+                       strerror(-r));
+    if (r < 0)
+        io->unlink(io, tmp); /* the previous file stays as it was */
+    else
+        sync_dir(io, path);
+    free(tmp);
+    return r;
+}
+
+int smoe__freq_save(struct smoe_stream *s, const char *fn)
+{
+    smoe__freq *f = &s->freq;
+    if (f->saving == SMOE_FREQ_SAVE_OFF)
+        return smoe__fail(SMOE_ENOTSUP, "%s: the histogram is off (SMOE_OPEN_NO_FREQ)", fn);
+    if (f->saving == SMOE_FREQ_SAVE_READONLY)
+        return smoe__fail(SMOE_ENOTSUP, "%s: %s: its directory is not writable; the "
+                          "histogram is not saved", fn, f->path);
+    smoe__freq_id id = id_of(s);
+    size_t len = SMOE__FREQ_HEADER_SIZE + 8 * f->n;
+    unsigned char *buf = malloc(len);
+    uint64_t *snap = malloc(f->n * sizeof *snap);
+    int r;
+    if (!buf || !snap) {
+        r = smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
+    } else {
+        /* One save at a time, each with a fresh snapshot, so the last
+         * file renamed into place is never older than another. */
+        pthread_mutex_lock(&f->save_lock);
+        for (size_t i = 0; i < f->n; i++)
+            /* relaxed: statistics only (see smoe__freq_hit) */
+            snap[i] = atomic_load_explicit(&f->count[i], memory_order_relaxed);
+        smoe__freq_encode(buf, &id, snap);
+        r = write_atomic(s->io, f->path, buf, len, fn);
+        pthread_mutex_unlock(&f->save_lock);
+    }
+    free(buf);
+    free(snap);
+    /* relaxed: statistics only */
+    atomic_fetch_add_explicit(r < 0 ? &f->save_errors : &f->saves, 1, memory_order_relaxed);
+    return r;
+}
+
+SMOE_API int smoe_freq_save(smoe_stream *s)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "freq_save: NULL stream");
+    return smoe__freq_save(s, "freq_save");
+}
+
+void smoe__freq_free(smoe__freq *f)
+{
+    free(f->count);
+    free(f->path);
+    if (f->lock_init)
+        pthread_mutex_destroy(&f->save_lock);
+    memset(f, 0, sizeof *f);
+}
+
+void smoe__freq_stats(const struct smoe_stream *s, smoe_stats *st)
+{
+    st->freq_status = (uint64_t)s->freq.status;
+    st->freq_saving = (uint64_t)s->freq.saving;
+    /* relaxed: statistics only */
+    st->freq_saves = atomic_load_explicit(&s->freq.saves, memory_order_relaxed);
+    st->freq_save_errors = atomic_load_explicit(&s->freq.save_errors, memory_order_relaxed);
+}

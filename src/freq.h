@@ -1,0 +1,76 @@
+/*
+ * freq.h - the popularity histogram: one claim counter per (layer,
+ * expert), loaded at open from the file beside the vault and saved at
+ * close or on request (docs/freq-format.md).
+ *
+ * The counters are a dense array of their own, apart from the slot words
+ * and the residency map, so counting a claim is one relaxed add on a
+ * cache line the critical path does not otherwise touch: no lock, no
+ * allocation.
+ */
+#ifndef SMOE_FREQ_H
+#define SMOE_FREQ_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct smoe_stream;
+struct smoe_open_opts;
+struct smoe_stats;
+
+#define SMOE__FREQ_MAGIC "\x89SFREQ\r\n"
+#define SMOE__FREQ_VERSION 1u
+#define SMOE__FREQ_HEADER_SIZE 64u
+
+typedef struct smoe__freq {
+    _Atomic uint64_t *count;   /* layers x experts, 64-byte aligned; NULL until open */
+    size_t n;
+    char *path;                /* the file; NULL when off */
+    int status;                /* SMOE_FREQ_*: what open found */
+    int saving;                /* SMOE_FREQ_SAVE_* */
+    int lock_init;
+    pthread_mutex_t save_lock; /* serialises saves (never taken on the hot path) */
+    _Atomic uint64_t saves, save_errors;
+} smoe__freq;
+
+/* What the file is bound to: the vault's shape and identity. */
+typedef struct smoe__freq_id {
+    uint32_t layers, experts;
+    uint64_t vault_id;   /* the vault's header checksum */
+    uint64_t vault_size; /* the vault's file size */
+} smoe__freq_id;
+
+/* Count one successful claim of key. Any thread; lock-free. */
+static inline void smoe__freq_hit(smoe__freq *f, uint32_t key)
+{
+    /* relaxed: statistics only; pairs with nothing (readers take relaxed
+     * snapshots and need no ordering with the slot it counts) */
+    atomic_fetch_add_explicit(&f->count[key], 1, memory_order_relaxed);
+}
+
+/*
+ * Encode counts[0 .. layers x experts) as a histogram file into buf (of
+ * SMOE__FREQ_HEADER_SIZE + 8 x n bytes). Pure.
+ */
+void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts);
+/*
+ * Decode a histogram file of len bytes for the vault `id` into counts
+ * (layers x experts). Pure.
+ * @return SMOE_FREQ_LOADED, or the SMOE_FREQ_* reason it is ignored
+ * (counts untouched then); *why gets a short explanation.
+ */
+int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_id *id,
+                      uint64_t *counts, const char **why);
+
+/* smoe_open: allocate the counters; unless SMOE_OPEN_NO_FREQ, load the
+ * file and find out whether its directory is writable. Fails only for
+ * memory. */
+int smoe__freq_open(struct smoe_stream *s, const struct smoe_open_opts *o);
+/* Save now (smoe_freq_save and smoe_close). fn starts the messages. */
+int smoe__freq_save(struct smoe_stream *s, const char *fn);
+void smoe__freq_free(smoe__freq *f);
+void smoe__freq_stats(const struct smoe_stream *s, struct smoe_stats *st);
+
+#endif

@@ -1,0 +1,272 @@
+/* pack_fixtures.c - writers of small safetensors and GGUF test checkpoints. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pack_fixtures.h"
+
+void fx_fill(uint8_t *buf, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        /* splitmix64, one byte per step: cheap and different per seed */
+        x += 0x9E3779B97F4A7C15ull;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        buf[i] = (uint8_t)(z ^ (z >> 31));
+    }
+}
+
+static fx_tensor *push(fx_model *m)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        fx_tensor *t = realloc(m->t, cap * sizeof *t);
+        if (!t)
+            abort();
+        m->t = t;
+        m->cap = cap;
+    }
+    fx_tensor *t = &m->t[m->n++];
+    memset(t, 0, sizeof *t);
+    t->begin_override = t->end_override = t->offset_override = -1;
+    return t;
+}
+
+static fx_tensor *add_common(fx_model *m, const char *name, uint32_t ndim,
+                             const uint64_t *shape, uint64_t nbytes, uint64_t seed)
+{
+    fx_tensor *t = push(m);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+    t->nbytes = nbytes;
+    t->data = malloc(nbytes ? nbytes : 1);
+    if (!t->data)
+        abort();
+    fx_fill(t->data, nbytes, seed);
+    return t;
+}
+
+fx_tensor *fx_add(fx_model *m, const char *name, const char *dtype, uint32_t ndim,
+                  const uint64_t *shape, uint32_t bits, uint64_t seed)
+{
+    uint64_t elems = 1;
+    for (uint32_t i = 0; i < ndim; i++)
+        elems *= shape[i];
+    fx_tensor *t = add_common(m, name, ndim, shape, elems * bits / 8, seed);
+    snprintf(t->dtype, sizeof t->dtype, "%s", dtype);
+    return t;
+}
+
+fx_tensor *fx_add_ggml(fx_model *m, const char *name, uint32_t type, uint32_t blk,
+                       uint32_t blk_bytes, uint32_t ndim, const uint64_t *shape,
+                       uint64_t seed)
+{
+    uint64_t rows = 1;
+    for (uint32_t i = 0; i + 1 < ndim; i++)
+        rows *= shape[i];
+    uint64_t nbytes = rows * (shape[ndim - 1] / blk) * blk_bytes;
+    fx_tensor *t = add_common(m, name, ndim, shape, nbytes, seed);
+    t->ggml_type = type;
+    return t;
+}
+
+const fx_tensor *fx_find(const fx_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (!strcmp(m->t[i].name, name))
+            return &m->t[i];
+    return NULL;
+}
+
+void fx_free(fx_model *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->t[i].data);
+    free(m->t);
+    memset(m, 0, sizeof *m);
+}
+
+/* A growing text buffer for the JSON header. */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (b->p && (size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)k + 1) * 2;
+        char *np = realloc(b->p, cap);
+        if (!np)
+            abort();
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+static int write_all(FILE *f, const void *p, size_t n)
+{
+    return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+int fx_write_st(const char *path, const fx_model *m, size_t first, size_t count,
+                const char *header_override)
+{
+    sbuf h = {0};
+    uint64_t off = 0;
+    sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (size_t i = first; i < first + count; i++) {
+        const fx_tensor *t = &m->t[i];
+        sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name, t->dtype);
+        for (uint32_t d = 0; d < t->ndim; d++)
+            sb_printf(&h, "%s%" PRIu64, d ? "," : "", t->shape[d]);
+        uint64_t b = t->begin_override >= 0 ? (uint64_t)t->begin_override : off;
+        uint64_t e = t->end_override >= 0 ? (uint64_t)t->end_override : off + t->nbytes;
+        sb_printf(&h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", b, e);
+        off += t->nbytes;
+    }
+    sb_printf(&h, "}");
+    const char *hdr = header_override ? header_override : h.p;
+    size_t hl = strlen(hdr);
+    size_t pad = (8 - hl % 8) % 8; /* the reference writer pads with spaces */
+    FILE *f = fopen(path, "wb");
+    int rc = f ? 0 : -1;
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (uint8_t)((uint64_t)(hl + pad) >> (8 * i));
+    if (rc == 0)
+        rc = write_all(f, len, 8) | write_all(f, hdr, hl) | write_all(f, "        ", pad);
+    for (size_t i = first; rc == 0 && i < first + count; i++)
+        rc = write_all(f, m->t[i].data, (size_t)m->t[i].nbytes);
+    if (f && fclose(f) != 0)
+        rc = -1;
+    free(h.p);
+    return rc;
+}
+
+static void put_u32(FILE *f, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    fwrite(b, 1, 4, f);
+}
+
+static void put_u64(FILE *f, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    fwrite(b, 1, 8, f);
+}
+
+static void put_str(FILE *f, const char *s)
+{
+    put_u64(f, strlen(s));
+    fwrite(s, 1, strlen(s), f);
+}
+
+int fx_write_gguf(const char *path, const fx_model *m, const fx_kv *kv, size_t nkv,
+                  uint32_t alignment)
+{
+    uint32_t align = alignment ? alignment : 32;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fwrite("GGUF", 1, 4, f);
+    put_u32(f, 3);
+    put_u64(f, m->n);
+    put_u64(f, nkv + 1 + (alignment ? 1 : 0));
+    for (size_t i = 0; i < nkv; i++) {
+        put_str(f, kv[i].key);
+        if (kv[i].str) {
+            put_u32(f, 8);
+            put_str(f, kv[i].str);
+        } else {
+            put_u32(f, 4);
+            put_u32(f, kv[i].u32);
+        }
+    }
+    if (alignment) {
+        put_str(f, "general.alignment");
+        put_u32(f, 4);
+        put_u32(f, alignment);
+    }
+    /* A string array, as tokenizers are stored. */
+    put_str(f, "tokenizer.ggml.tokens");
+    put_u32(f, 9);
+    put_u32(f, 8);
+    put_u64(f, 3);
+    put_str(f, "<s>");
+    put_str(f, "hello");
+    put_str(f, "</s>");
+
+    uint64_t off = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        const fx_tensor *t = &m->t[i];
+        put_str(f, t->name);
+        put_u32(f, t->ndim);
+        for (uint32_t d = 0; d < t->ndim; d++)
+            put_u64(f, t->shape[t->ndim - 1 - d]); /* ggml: innermost first */
+        put_u32(f, t->ggml_type);
+        put_u64(f, t->offset_override >= 0 ? (uint64_t)t->offset_override : off);
+        off += (t->nbytes + align - 1) / align * align;
+    }
+    long pos = ftell(f);
+    static const uint8_t zeros[4096];
+    fwrite(zeros, 1, (size_t)((align - (uint64_t)pos % align) % align), f);
+    for (size_t i = 0; i < m->n; i++) {
+        fwrite(m->t[i].data, 1, (size_t)m->t[i].nbytes, f);
+        fwrite(zeros, 1, (size_t)((align - m->t[i].nbytes % align) % align), f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int fx_write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int rc = write_all(f, text, strlen(text));
+    return fclose(f) == 0 ? rc : -1;
+}
+
+uint8_t *fx_read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(size > 0 ? (size_t)size : 1);
+    if (b && size > 0 && fread(b, 1, (size_t)size, f) != (size_t)size) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b)
+        *n = (size_t)size;
+    return b;
+}
+
+int fx_truncate(const char *path, uint64_t n)
+{
+    return truncate(path, (off_t)n);
+}

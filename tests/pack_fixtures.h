@@ -1,0 +1,68 @@
+/*
+ * pack_fixtures.h - small model checkpoints written by the tests themselves
+ * (safetensors and GGUF files with known bytes), for tests/test_pack.c.
+ */
+#ifndef SMOE_PACK_FIXTURES_H
+#define SMOE_PACK_FIXTURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One tensor of a fixture. data is owned by the fixture (fx_free). */
+typedef struct fx_tensor {
+    char name[160];
+    char dtype[16];        /* safetensors dtype ("BF16") */
+    uint32_t ggml_type;    /* GGUF: ggml type */
+    uint32_t ndim;
+    uint64_t shape[8];     /* outermost first (GGUF writes it reversed) */
+    uint8_t *data;
+    uint64_t nbytes;
+    /* Overrides for bad-input tests. */
+    int64_t begin_override, end_override; /* safetensors data_offsets; -1: none */
+    int64_t offset_override;              /* GGUF offset; -1: none */
+} fx_tensor;
+
+typedef struct fx_model {
+    fx_tensor *t;
+    size_t n, cap;
+} fx_model;
+
+/* Deterministic bytes: fill buf from a seed. */
+void fx_fill(uint8_t *buf, size_t n, uint64_t seed);
+
+/* Append a tensor with dtype, shape (ndim dims) and element size (bits),
+ * data filled from seed. Returns it for tweaks. */
+fx_tensor *fx_add(fx_model *m, const char *name, const char *dtype, uint32_t ndim,
+                  const uint64_t *shape, uint32_t bits, uint64_t seed);
+/* Append a GGUF tensor of ggml type with block size blk and block bytes. */
+fx_tensor *fx_add_ggml(fx_model *m, const char *name, uint32_t type, uint32_t blk,
+                       uint32_t blk_bytes, uint32_t ndim, const uint64_t *shape,
+                       uint64_t seed);
+const fx_tensor *fx_find(const fx_model *m, const char *name);
+void fx_free(fx_model *m);
+
+/* Write m as one safetensors file (tensors [first, first+count) of m);
+ * header_override replaces the JSON header when non-NULL. 0 on success. */
+int fx_write_st(const char *path, const fx_model *m, size_t first, size_t count,
+                const char *header_override);
+
+/* A GGUF key-value: string or u32. */
+typedef struct fx_kv {
+    const char *key;
+    const char *str;   /* non-NULL: a string */
+    uint32_t u32;
+} fx_kv;
+
+/* Write m as a GGUF v3 file with the key-values kv[0..nkv) plus a string
+ * array (a tokenizer stand-in); alignment 0 means the default 32. */
+int fx_write_gguf(const char *path, const fx_model *m, const fx_kv *kv, size_t nkv,
+                  uint32_t alignment);
+
+/* Write text to path. */
+int fx_write_text(const char *path, const char *text);
+/* Read a whole file (malloc'd); NULL on failure. */
+uint8_t *fx_read_all(const char *path, size_t *n);
+/* Cut path to n bytes. */
+int fx_truncate(const char *path, uint64_t n);
+
+#endif
