@@ -11,6 +11,7 @@
  * count per producer.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,6 +76,16 @@ static uint32_t xorshift(uint32_t *x)
     return *x;
 }
 
+/* Spin a little, then yield: with more threads than cores a pure spinner
+ * holds the core the thread it waits for needs. */
+static void backoff(unsigned spins)
+{
+    if (spins < 64)
+        smoe__cpu_relax();
+    else
+        sched_yield();
+}
+
 static void *producer(void *p)
 {
     struct thread_arg *a = p;
@@ -83,8 +94,8 @@ static void *producer(void *p)
     pthread_barrier_wait(&st->start);
     for (uint32_t i = 0; i < st->per_producer; i++) {
         smoe__req r = {a->id, i}; /* slot = producer id, gen = its sequence */
-        while (!smoe__mpmc_push(&st->q, r))
-            smoe__cpu_relax();
+        for (unsigned spins = 0; !smoe__mpmc_push(&st->q, r); spins++)
+            backoff(spins);
         if ((xorshift(&rnd) & 63) == 0)
             for (int k = xorshift(&rnd) & 127; k > 0; k--)
                 smoe__cpu_relax();
@@ -101,13 +112,15 @@ static void *consumer(void *p)
         last[i] = UINT32_MAX;
     const uint64_t total = (uint64_t)st->producers * st->per_producer;
     uint32_t rnd = a->id * 40503u + 7;
+    unsigned idle = 0;
     pthread_barrier_wait(&st->start);
     while (atomic_load(&st->consumed) < total) {
         smoe__req r;
         if (!smoe__mpmc_pop(&st->q, &r)) {
-            smoe__cpu_relax();
+            backoff(idle++);
             continue;
         }
+        idle = 0;
         atomic_fetch_add(&st->consumed, 1);
         if (r.slot >= st->producers || r.gen >= st->per_producer) {
             atomic_fetch_add(&st->order_errors, 1); /* torn or garbage item */
