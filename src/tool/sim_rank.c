@@ -3,7 +3,9 @@
  * boundary, it held for free the C experts most likely to be asked for by
  * the next token, as ranked from what it has seen so far.
  *
- * No policy can re-arrange its whole cache for free between tokens, but
+ * An expert never asked for before cannot be held (its first request is a
+ * miss for any cache). No policy can re-arrange its whole cache for free
+ * between tokens, but
  * one that ranks with the same information cannot beat this by much: it
  * is an estimate of what that information is worth, to set beside
  * Belady's optimum (which knows the future). Two rankings, the better
@@ -47,15 +49,17 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
         tok_end = t->n_tokens;
     double *f = calloc(nk ? nk : 1, sizeof *f);
     uint8_t *hist = calloc(nk ? nk : 1, 1), *used = calloc(nk ? nk : 1, 1);
+    uint8_t *seen = calloc(nk ? nk : 1, 1);
     double *cnt_hit = calloc(256 * LEVELS, sizeof *cnt_hit);
     double *cnt_opp = calloc(256 * LEVELS, sizeof *cnt_opp);
     double *score = malloc((nk ? nk : 1) * sizeof *score);
     uint32_t *order = malloc((nk ? nk : 1) * sizeof *order);
     uint64_t *got = calloc((size_t)n_sizes * 2, sizeof *got);
-    if (!f || !hist || !used || !cnt_hit || !cnt_opp || !score || !order || !got) {
+    if (!f || !hist || !used || !seen || !cnt_hit || !cnt_opp || !score || !order || !got) {
         free(f);
         free(hist);
         free(used);
+        free(seen);
         free(cnt_hit);
         free(cnt_opp);
         free(score);
@@ -75,7 +79,9 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
         for (int rank = 0; rank < 2; rank++) {
             for (size_t k = 0; k < nk; k++) {
                 order[k] = (uint32_t)k;
-                if (rank == 0) {
+                if (!seen[k]) {
+                    score[k] = -1; /* cannot be held: last in the order */
+                } else if (rank == 0) {
                     size_t c = (size_t)hist[k] * LEVELS + level_of(f[k], base);
                     score[k] = (cnt_hit[c] + base) / (cnt_opp[c] + 1);
                 } else {
@@ -87,7 +93,7 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
             for (int z = 0; z < n_sizes; z++) {
                 size_t c = sizes[z] < nk ? sizes[z] : nk;
                 for (size_t i = 0; i < c; i++)
-                    got[(size_t)z * 2 + (size_t)rank] += used[order[i]];
+                    got[(size_t)z * 2 + (size_t)rank] += used[order[i]] & seen[order[i]];
             }
         }
         for (size_t k = 0; k < nk; k++) {
@@ -95,6 +101,7 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
             cnt_opp[c] += 1;
             cnt_hit[c] += used[k];
             f[k] = f[k] * 0.98 + used[k];
+            seen[k] |= used[k];
             hist[k] = (uint8_t)((hist[k] << 1) | used[k]);
         }
     }
@@ -103,6 +110,7 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
     free(f);
     free(hist);
     free(used);
+    free(seen);
     free(cnt_hit);
     free(cnt_opp);
     free(score);
