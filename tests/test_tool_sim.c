@@ -3,8 +3,9 @@
  * trace written by `smoe trace-gen`: prints one row per trace and size
  * with Belady and each policy asked for; --json holds the same figures,
  * no policy above Belady; every step shape (half, tokens, group, both
- * shuffles, one-shot reads) and --ceiling run; bad options, a missing trace and a malformed trace give
- * a message naming the problem and a non-zero exit.
+ * shuffles, one-shot reads) and --ceiling run; bad options, a missing
+ * trace and a malformed trace give a message naming the problem and a
+ * non-zero exit.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -17,10 +17,10 @@
  * ties go to the smallest tick, so the choice is unique and every policy
  * is deterministic):
  *   lru    keep = tick.
- *   lfu    keep = f decayed to now (decay per visit, 0.98): the seed's
- *          decayed popularity with admission, in the form a ring without
- *          bypass can run (a newcomer that is not stronger than the
- *          weakest retained entry is itself the next to go).
+ *   lfu    keep = f decayed to now (decay per visit, 0.98): decayed
+ *          popularity with admission, in the form a ring without bypass
+ *          can run (a newcomer that is not stronger than the weakest
+ *          retained entry is itself the next to go).
  *   layer  keep = -distance: the entry whose layer comes round last goes.
  *   reuse  keep = q - lambda * qv * distance, where q is a learned chance
  *          that the key is asked for at the next visit of its layer,
@@ -28,10 +28,11 @@
  *          that visit, and qv, the moving average of the victims' q, is
  *          what holding a slot for a cycle is worth at the margin (a
  *          Lagrange price: high in a tight cache or a loop, low in a
- *          roomy one); lambda scales it (1). q = 1 / (1 + exp(-z)), z = w . (1, ln(r + 0.01),
- *          h0 .. h7): r is the key's rate per visit (its decayed count
- *          times 1 - decay, over 1 - decay^visits while the layer is
- *          young) and h its history as it will stand at the next visit.
+ *          roomy one); lambda scales it (1).
+ *          q = 1 / (1 + exp(-z)), z = w . (1, ln(r + 0.01), h0 .. h7): r is
+ *          the key's rate per visit (its decayed count times 1 - decay,
+ *          over 1 - decay^visits while the layer is young) and h its
+ *          history as it will stand at the next visit.
  *          The weights learn online by logistic regression: when a key is
  *          asked for after g visits, the first few of the g visits it sat
  *          out become examples (missed, missed, ..., asked), so nothing is
@@ -65,7 +66,8 @@ static const char *const names[SIMP_N_POLICIES] = {"lru", "lfu", "layer", "reuse
 
 /* Where REUSE's weights start: rounded from what they learned on the first
  * halves of the two gpt-oss-20b traces (docs/eviction.md). */
-static const double w_start[SIMP_REUSE_W] = {0.1, 1.2, 1.05, 0.15, 0.25, 0.05, -0.08, -0.16, 0.09, -0.01};
+static const double w_start[SIMP_REUSE_W] = {0.1,  1.2,   1.05,  0.15, 0.25,
+                                              0.05, -0.08, -0.16, 0.09, -0.01};
 
 const char *simp_policy_name(simp_policy policy)
 {
@@ -463,8 +465,8 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     g.l_visits = calloc(st->layers ? st->layers : 1, sizeof *g.l_visits);
     g.l_step = calloc(st->layers ? st->layers : 1, sizeof *g.l_step);
     g.dpow = malloc(POW_N * sizeof *g.dpow);
-    if (!g.s_key || !g.s_tick || !g.s_pin || !g.s_q || !g.s_qv || !g.s_qe || !g.k_slot || !g.k_f || !g.k_last || !g.k_hist ||
-        !g.l_visits || !g.l_step || !g.dpow) {
+    if (!g.s_key || !g.s_tick || !g.s_pin || !g.s_q || !g.s_qv || !g.s_qe || !g.k_slot ||
+        !g.k_f || !g.k_last || !g.k_hist || !g.l_visits || !g.l_step || !g.dpow) {
         eng_free(&g);
         return -1;
     }
