@@ -18,6 +18,7 @@ static const struct {
     {"budget", cmd_budget, "show how the ring would be sized on this machine"},
     {"trace-gen", cmd_trace_gen, "write a synthetic routing trace"},
     {"bench", cmd_bench, "replay a trace: the library against the page cache"},
+    {"sim", cmd_sim, "replay traces through simulated eviction policies"},
 };
 
 static void usage(FILE *f)

@@ -22,6 +22,7 @@ int cmd_read(int argc, char **argv);
 int cmd_budget(int argc, char **argv);
 int cmd_trace_gen(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 /* Print "smoe <cmd>: message" to stderr; returns 1 (the failure exit code). */
 int tool_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
