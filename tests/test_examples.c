@@ -56,55 +56,13 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static char *slurp(const char *path)
-{
-    uint64_t n;
-    unsigned char *b = tu_read_file(path, &n);
-    char *s = realloc(b, (size_t)n + 1);
-    assert_non_null(s);
-    s[n] = 0;
-    return s;
-}
-
 /* Run decode_loop with the NULL-terminated arguments; its exit status. */
 static int run_loop(const char *const *args)
 {
-    char *out = tu_path(g_dir, "stdout.txt"), *err = tu_path(g_dir, "stderr.txt");
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = g_prog;
-    for (; *args && n < 31; args++)
-        argv[n++] = *args;
-    argv[n] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-            _exit(127);
-        execv(g_prog, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        assert_int_equal(errno, EINTR);
-    free(g_out);
-    free(g_err);
-    g_out = slurp(out);
-    g_err = slurp(err);
-    free(out);
-    free(err);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    return tu_run(g_dir, g_prog, args, &g_out, &g_err);
 }
 #define RUN(...) run_loop((const char *const[]){__VA_ARGS__, NULL})
 
-static void expect_contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle))
-        fail_msg("\"%s\" not found in:\n%s", needle, hay);
-}
 
 static char *write_file(const char *name, const void *data, size_t n)
 {
@@ -120,10 +78,10 @@ static void test_loop_synthetic(void **state)
 {
     (void)state;
     assert_int_equal(RUN(g_vault, "--tokens", "6", "--requests", "3", "--idle-ms", "1"), 0);
-    expect_contains(g_out, "18 tokens in 3 requests x 4 layers x top-2");
-    expect_contains(g_out, "tokens/s");
-    expect_contains(g_out, "hit rate");
-    expect_contains(g_out, "waiting in claim");
+    tu_expect_contains(g_out, "18 tokens in 3 requests x 4 layers x top-2");
+    tu_expect_contains(g_out, "tokens/s");
+    tu_expect_contains(g_out, "hit rate");
+    tu_expect_contains(g_out, "waiting in claim");
     assert_string_equal(g_err, "");
 }
 
@@ -145,7 +103,7 @@ static void test_loop_trace(void **state)
         "4 2 9 8 | 1\n";
     char *p = write_file("good.txt", trace, sizeof trace - 1);
     assert_int_equal(RUN(g_vault, "--trace", p, "--idle-ms", "1"), 0);
-    expect_contains(g_out, "3 tokens in 2 requests");
+    tu_expect_contains(g_out, "3 tokens in 2 requests");
     assert_string_equal(g_err, "");
     free(p);
 }
@@ -182,7 +140,7 @@ static void test_loop_bad_traces(void **state)
         if (rc != 1 || !strstr(g_err, bad[i].msg))
             fail_msg("trace %zu \"%s\": exit %d, stderr \"%s\", expected exit 1 and \"%s\"",
                      i, bad[i].text, rc, g_err, bad[i].msg);
-        expect_contains(g_err, "decode_loop: ");
+        tu_expect_contains(g_err, "decode_loop: ");
         free(p);
     }
     /* a line over 4095 bytes */
@@ -193,18 +151,18 @@ static void test_loop_bad_traces(void **state)
     memcpy(line + n, "0 0 1\n", 7);
     char *p = write_file("long.txt", line, n + 6);
     assert_int_equal(RUN(g_vault, "--trace", p), 1);
-    expect_contains(g_err, "long.txt:1: line longer than 4095 bytes");
+    tu_expect_contains(g_err, "long.txt:1: line longer than 4095 bytes");
     free(p);
     free(line);
     /* gzip is named, not parsed */
     static const unsigned char gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
     p = write_file("t.gz", gz, sizeof gz);
     assert_int_equal(RUN(g_vault, "--trace", p), 1);
-    expect_contains(g_err, "t.gz: gzip-compressed");
+    tu_expect_contains(g_err, "t.gz: gzip-compressed");
     free(p);
     p = tu_path(g_dir, "missing.txt");
     assert_int_equal(RUN(g_vault, "--trace", p), 1);
-    expect_contains(g_err, "missing.txt: No such file");
+    tu_expect_contains(g_err, "missing.txt: No such file");
     free(p);
 }
 
@@ -212,20 +170,20 @@ static void test_loop_bad_args(void **state)
 {
     (void)state;
     assert_int_equal(RUN(g_vault, "--tokens", "-1"), 2);
-    expect_contains(g_err, "--tokens: \"-1\" is not a number");
+    tu_expect_contains(g_err, "--tokens: \"-1\" is not a number");
     assert_int_equal(RUN(g_vault, "--tokens", "5x"), 2);
     assert_int_equal(RUN(g_vault, "--tokens"), 2);
-    expect_contains(g_err, "--tokens needs a value");
+    tu_expect_contains(g_err, "--tokens needs a value");
     assert_int_equal(RUN(g_vault, "--frobnicate", "1"), 2);
-    expect_contains(g_err, "unknown option --frobnicate");
+    tu_expect_contains(g_err, "unknown option --frobnicate");
     assert_int_equal(RUN(g_vault, "--top-k", "17"), 1);
-    expect_contains(g_err, "top-k 17 is over the vault's 16 experts");
+    tu_expect_contains(g_err, "top-k 17 is over the vault's 16 experts");
     char *p = tu_path(g_dir, "nope.smoe");
     assert_int_equal(RUN(p), 1);
-    expect_contains(g_err, "decode_loop: open: ");
+    tu_expect_contains(g_err, "decode_loop: open: ");
     free(p);
     assert_int_equal(RUN("--help"), 0);
-    expect_contains(g_out, "usage: decode_loop VAULT");
+    tu_expect_contains(g_out, "usage: decode_loop VAULT");
 }
 
 /* ---- examples/common ----------------------------------------------------- */

@@ -51,55 +51,13 @@ static int group_teardown(void **state)
 /* Output of the last run, NUL-terminated. */
 static char *g_out, *g_err;
 
-static char *slurp(const char *path)
-{
-    uint64_t n;
-    unsigned char *b = tu_read_file(path, &n);
-    char *s = realloc(b, (size_t)n + 1);
-    assert_non_null(s);
-    s[n] = 0;
-    return s;
-}
-
-/* Run the tool with the NULL-terminated arguments; returns its exit status. */
+/* Run the tool with the NULL-terminated arguments; its exit status. */
 static int run_tool(const char *const *args)
 {
-    char *out = tu_path(g_dir, "stdout.txt"), *err = tu_path(g_dir, "stderr.txt");
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = g_tool;
-    for (; *args && n < 31; args++)
-        argv[n++] = *args;
-    argv[n] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-            _exit(127);
-        execv(g_tool, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        assert_int_equal(errno, EINTR);
-    free(g_out);
-    free(g_err);
-    g_out = slurp(out);
-    g_err = slurp(err);
-    free(out);
-    free(err);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    return tu_run(g_dir, g_tool, args, &g_out, &g_err);
 }
 #define RUN(...) run_tool((const char *const[]){__VA_ARGS__, NULL})
 
-static void expect_contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle))
-        fail_msg("\"%s\" not found in:\n%s", needle, hay);
-}
 
 static int count_of(const char *hay, const char *needle)
 {
@@ -123,11 +81,11 @@ static void test_gen_verify(void **state)
 {
     (void)state;
     char *p = gen_vault("gv.smoe");
-    expect_contains(g_out, "12 blobs");
+    tu_expect_contains(g_out, "12 blobs");
     assert_string_equal(g_err, ""); /* no progress when stderr is not a terminal */
     assert_int_equal(RUN("verify", p), 0);
-    expect_contains(g_out, "12 blobs");
-    expect_contains(g_out, "OK");
+    tu_expect_contains(g_out, "12 blobs");
+    tu_expect_contains(g_out, "OK");
     assert_string_equal(g_err, "");
     /* the library reads what gen wrote, sized as asked */
     smoe__vault v;
@@ -168,19 +126,19 @@ static void test_verify_corrupt_blob(void **state)
     assert_non_null(e);
     tu_flip_byte(p, e->offset + e->size / 2);
     assert_int_equal(RUN("verify", p), 1);
-    expect_contains(g_err, "layer 1 expert 2: checksum mismatch");
+    tu_expect_contains(g_err, "layer 1 expert 2: checksum mismatch");
     assert_int_equal(count_of(g_err, "layer "), 1);
-    expect_contains(g_out, "1 bad blob");
+    tu_expect_contains(g_out, "1 bad blob");
     /* a non-zero padding byte of another blob is caught too */
     e = smoe__vault_entry_of(&v, 2, 3);
     assert_non_null(e);
     assert_true(e->padded > e->size);
     tu_flip_byte(p, e->offset + e->padded - 1);
     assert_int_equal(RUN("verify", p), 1);
-    expect_contains(g_err, "layer 1 expert 2: checksum mismatch");
-    expect_contains(g_err, "layer 2 expert 3: padding byte");
+    tu_expect_contains(g_err, "layer 1 expert 2: checksum mismatch");
+    tu_expect_contains(g_err, "layer 2 expert 3: padding byte");
     assert_int_equal(count_of(g_err, "layer "), 2);
-    expect_contains(g_out, "2 bad blobs");
+    tu_expect_contains(g_out, "2 bad blobs");
     smoe__vault_free(&v);
     free(p);
 }
@@ -191,10 +149,10 @@ static void test_verify_bad_vault(void **state)
     char *p = gen_vault("trunc.smoe");
     tu_truncate(p, tu_file_size(p) - 10);
     assert_int_equal(RUN("verify", p), 1);
-    expect_contains(g_err, "SMOE_ETRUNC");
-    expect_contains(g_err, "file_size");
+    tu_expect_contains(g_err, "SMOE_ETRUNC");
+    tu_expect_contains(g_err, "file_size");
     assert_int_equal(RUN("inspect", p), 1);
-    expect_contains(g_err, "SMOE_ETRUNC");
+    tu_expect_contains(g_err, "SMOE_ETRUNC");
     free(p);
 }
 
@@ -236,10 +194,10 @@ static void test_inspect_json(void **state)
     json_object_put(o);
     /* the text form names the same things */
     assert_int_equal(RUN("inspect", p), 0);
-    expect_contains(g_out, "layers           3");
-    expect_contains(g_out, "model = tiny");
-    expect_contains(g_out, "gate");
-    expect_contains(g_out, "bf16");
+    tu_expect_contains(g_out, "layers           3");
+    tu_expect_contains(g_out, "model = tiny");
+    tu_expect_contains(g_out, "gate");
+    tu_expect_contains(g_out, "bf16");
     free(p);
 }
 
@@ -261,7 +219,7 @@ static void test_read_retries(void **state)
     assert_int_equal(json_object_get_int64(v), 0);
     json_object_put(j);
     assert_int_equal(RUN("read", p, "--retries", "x"), 1);
-    expect_contains(g_err, "--retries");
+    tu_expect_contains(g_err, "--retries");
     free(p);
 }
 
@@ -273,7 +231,7 @@ static void test_help(void **state)
         assert_int_equal(RUN(cmds[i], "--help"), 0);
         char want[64];
         snprintf(want, sizeof want, "usage: smoe %s", cmds[i]);
-        expect_contains(g_out, want);
+        tu_expect_contains(g_out, want);
     }
 }
 
@@ -282,24 +240,24 @@ static void test_bad_arguments(void **state)
     (void)state;
     char *p = tu_path(g_dir, "args.smoe");
     assert_int_not_equal(RUN("gen", "--layers", "2"), 0);
-    expect_contains(g_err, "required");
+    tu_expect_contains(g_err, "required");
     assert_int_not_equal(RUN("gen", "--out", p, "--layers", "0", "--experts", "2",
                              "--blob-bytes", "1k"), 0);
-    expect_contains(g_err, "--layers");
+    tu_expect_contains(g_err, "--layers");
     assert_int_not_equal(RUN("gen", "--out", p, "--layers", "1", "--experts", "2",
                              "--blob-bytes", "2k", "--blob-bytes-max", "1k"), 0);
-    expect_contains(g_err, "--blob-bytes-max");
+    tu_expect_contains(g_err, "--blob-bytes-max");
     assert_int_not_equal(RUN("gen", "--out", p, "--layers", "1", "--experts", "2",
                              "--blob-bytes", "1k", "--top-k", "3"), 0);
-    expect_contains(g_err, "top_k");
+    tu_expect_contains(g_err, "top_k");
     assert_false(tu_exists(p));
     assert_int_not_equal(RUN("gen", "--nope"), 0);
-    expect_contains(g_err, "--nope");
+    tu_expect_contains(g_err, "--nope");
     assert_int_not_equal(RUN("inspect"), 0);
     assert_int_not_equal(RUN("verify", "a", "b"), 0);
     char *missing = tu_path(g_dir, "missing.smoe");
     assert_int_equal(RUN("verify", missing), 1);
-    expect_contains(g_err, "missing.smoe");
+    tu_expect_contains(g_err, "missing.smoe");
     free(missing);
     free(p);
 }
@@ -328,13 +286,13 @@ static void test_budget_cmd(void **state)
     json_object_put(o);
     /* Text names each step. */
     assert_int_equal(RUN("budget", p), 0);
-    expect_contains(g_out, "engine overhead");
-    expect_contains(g_out, "OS floor");
-    expect_contains(g_out, "clamp to [64, 4096]");
-    expect_contains(g_out, "ring ");
+    tu_expect_contains(g_out, "engine overhead");
+    tu_expect_contains(g_out, "OS floor");
+    tu_expect_contains(g_out, "clamp to [64, 4096]");
+    tu_expect_contains(g_out, "ring ");
     /* Explicit slots under one token's working set (3 x 2): the warning. */
     assert_int_equal(RUN("budget", p, "--slots", "4"), 0);
-    expect_contains(g_out, "warning");
+    tu_expect_contains(g_out, "warning");
     assert_int_equal(RUN("budget", p, "--slots", "4", "--json"), 0);
     o = json_tokener_parse(g_out);
     assert_non_null(o);
@@ -343,14 +301,14 @@ static void test_budget_cmd(void **state)
     json_object_put(o);
     /* Under one layer's top-k: an error, exit 1. */
     assert_int_equal(RUN("budget", p, "--slots", "1"), 1);
-    expect_contains(g_err, "top-2");
+    tu_expect_contains(g_err, "top-2");
     /* An explicit slot size (the library test covers one under the largest blob). */
     assert_int_equal(RUN("budget", p, "--slot-mb", "1", "--slots", "8"), 0);
-    expect_contains(g_out, "1.00 MiB");
+    tu_expect_contains(g_out, "1.00 MiB");
     assert_int_not_equal(RUN("budget", p, "--nope"), 0);
-    expect_contains(g_err, "--nope");
+    tu_expect_contains(g_err, "--nope");
     assert_int_equal(RUN("budget", "--help"), 0);
-    expect_contains(g_out, "usage: smoe budget");
+    tu_expect_contains(g_out, "usage: smoe budget");
 #undef GET
     free(p);
 }

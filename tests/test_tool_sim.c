@@ -28,55 +28,13 @@ static char *g_dir, *g_trace;
 static const char *g_tool;
 static char *g_out, *g_err;
 
-static char *slurp(const char *path)
-{
-    uint64_t n;
-    unsigned char *b = tu_read_file(path, &n);
-    char *s = realloc(b, (size_t)n + 1);
-    assert_non_null(s);
-    s[n] = 0;
-    return s;
-}
-
-/* Run the tool with the NULL-terminated arguments; returns its exit status. */
+/* Run the tool with the NULL-terminated arguments; its exit status. */
 static int run_tool(const char *const *args)
 {
-    char *out = tu_path(g_dir, "stdout.txt"), *err = tu_path(g_dir, "stderr.txt");
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = g_tool;
-    for (; *args && n < 31; args++)
-        argv[n++] = *args;
-    argv[n] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-            _exit(127);
-        execv(g_tool, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        assert_int_equal(errno, EINTR);
-    free(g_out);
-    free(g_err);
-    g_out = slurp(out);
-    g_err = slurp(err);
-    free(out);
-    free(err);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    return tu_run(g_dir, g_tool, args, &g_out, &g_err);
 }
 #define RUN(...) run_tool((const char *const[]){__VA_ARGS__, NULL})
 
-static void expect_contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle))
-        fail_msg("\"%s\" not found in:\n%s", needle, hay);
-}
 
 static int lines_of(const char *s)
 {
@@ -124,12 +82,12 @@ static void test_table_and_json(void **state)
     make_trace();
     char *json = tu_path(g_dir, "sim.json");
     assert_int_equal(RUN("sim", g_trace, "--size", "25%,6", "--json", json), 0);
-    expect_contains(g_out, "belady");
-    expect_contains(g_out, "lru");
-    expect_contains(g_out, "lfu");
-    expect_contains(g_out, "layer");
-    expect_contains(g_out, "reuse");
-    expect_contains(g_out, "t.trace");
+    tu_expect_contains(g_out, "belady");
+    tu_expect_contains(g_out, "lru");
+    tu_expect_contains(g_out, "lfu");
+    tu_expect_contains(g_out, "layer");
+    tu_expect_contains(g_out, "reuse");
+    tu_expect_contains(g_out, "t.trace");
     assert_int_equal(lines_of(g_out), 3); /* header, two sizes */
     json_object *root = json_object_from_file(json);
     assert_non_null(root);
@@ -160,7 +118,7 @@ static void test_table_and_json(void **state)
     /* two traces: a mean row per size */
     assert_int_equal(RUN("sim", "--policy", "lru,reuse", g_trace, g_trace), 0);
     assert_int_equal(lines_of(g_out), 1 + 6 + 3);
-    expect_contains(g_out, "mean fraction of belady");
+    tu_expect_contains(g_out, "mean fraction of belady");
 }
 
 static void test_shapes(void **state)
@@ -177,14 +135,14 @@ static void test_shapes(void **state)
         int rc = RUN("sim", "--stats", shapes[i][0], shapes[i][1], g_trace);
         if (rc != 0)
             fail_msg("%s %s: exit %d: %s", shapes[i][0], shapes[i][1], rc, g_err);
-        expect_contains(g_out, "evictions");
+        tu_expect_contains(g_out, "evictions");
     }
     assert_int_equal(RUN("sim", "--no-history", "--no-current", "--policy", "reuse", g_trace),
                      0);
     assert_int_equal(RUN("sim", "--ceiling", "--half", "2", "--policy", "lru", g_trace), 0);
-    expect_contains(g_out, "ceiling");
+    tu_expect_contains(g_out, "ceiling");
     assert_int_not_equal(RUN("sim", "--ceiling", "--group", "4", g_trace), 0);
-    expect_contains(g_err, "--ceiling");
+    tu_expect_contains(g_err, "--ceiling");
 }
 
 static void test_bad_input(void **state)
@@ -192,30 +150,30 @@ static void test_bad_input(void **state)
     (void)state;
     make_trace();
     assert_int_not_equal(RUN("sim"), 0);
-    expect_contains(g_err, "expected at least one trace");
+    tu_expect_contains(g_err, "expected at least one trace");
     assert_int_not_equal(RUN("sim", "--policy", "arc", g_trace), 0);
-    expect_contains(g_err, "unknown policy 'arc'");
+    tu_expect_contains(g_err, "unknown policy 'arc'");
     assert_int_not_equal(RUN("sim", "--size", "0%", g_trace), 0);
-    expect_contains(g_err, "--size");
+    tu_expect_contains(g_err, "--size");
     assert_int_not_equal(RUN("sim", "--size", "ten", g_trace), 0);
-    expect_contains(g_err, "'ten'");
+    tu_expect_contains(g_err, "'ten'");
     assert_int_not_equal(RUN("sim", "--half", "3", g_trace), 0);
-    expect_contains(g_err, "--half");
+    tu_expect_contains(g_err, "--half");
     assert_int_not_equal(RUN("sim", "--half", "1", "--tokens", "0:5", g_trace), 0);
-    expect_contains(g_err, "exclude");
+    tu_expect_contains(g_err, "exclude");
     assert_int_not_equal(RUN("sim", "--tokens", "9:3", g_trace), 0);
-    expect_contains(g_err, "--tokens");
+    tu_expect_contains(g_err, "--tokens");
     assert_int_not_equal(RUN("sim", "--tokens", "5000:", g_trace), 0);
-    expect_contains(g_err, "none in the range");
+    tu_expect_contains(g_err, "none in the range");
     assert_int_not_equal(RUN("sim", "--decay", "2", g_trace), 0);
-    expect_contains(g_err, "--decay");
+    tu_expect_contains(g_err, "--decay");
     assert_int_not_equal(RUN("sim", "--frobnicate", g_trace), 0);
-    expect_contains(g_err, "unknown option");
+    tu_expect_contains(g_err, "unknown option");
     assert_int_not_equal(RUN("sim", "--size"), 0);
-    expect_contains(g_err, "expected a value");
+    tu_expect_contains(g_err, "expected a value");
     char *missing = tu_path(g_dir, "missing.trace");
     assert_int_not_equal(RUN("sim", missing), 0);
-    expect_contains(g_err, "missing.trace");
+    tu_expect_contains(g_err, "missing.trace");
     free(missing);
     /* a malformed trace: the reader's message names the file and line */
     char *bad = tu_path(g_dir, "bad.trace");
@@ -224,7 +182,7 @@ static void test_bad_input(void **state)
     fputs("# layers=2 experts=4\n0 0 1 2\n0 5 1\n", f);
     assert_int_equal(fclose(f), 0);
     assert_int_not_equal(RUN("sim", bad), 0);
-    expect_contains(g_err, "bad.trace:3");
+    tu_expect_contains(g_err, "bad.trace:3");
     free(bad);
 }
 

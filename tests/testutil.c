@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -492,4 +493,55 @@ smoe__io tu_fault_io(tu_fault *f)
     smoe__io io = {fault_open, fault_close, fault_pread, fault_pwrite, fault_fsync,
                    fault_rename, fault_unlink, fault_size, f};
     return io;
+}
+
+/* ---- running programs ---------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+    uint64_t n;
+    unsigned char *b = tu_read_file(path, &n);
+    char *s = realloc(b, (size_t)n + 1);
+    assert_non_null(s);
+    s[n] = 0;
+    return s;
+}
+
+int tu_run(const char *dir, const char *prog, const char *const *args, char **out,
+           char **err)
+{
+    char *po = tu_path(dir, "stdout.txt"), *pe = tu_path(dir, "stderr.txt");
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = prog;
+    for (; *args && n < 63; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+            _exit(127);
+        execv(prog, (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        assert_int_equal(errno, EINTR);
+    free(*out);
+    free(*err);
+    *out = slurp(po);
+    *err = slurp(pe);
+    free(po);
+    free(pe);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+void tu_expect_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle))
+        fail_msg("\"%s\" not found in:\n%s", needle, hay);
 }

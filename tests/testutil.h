@@ -51,6 +51,19 @@ double tu_time_mult(void);
 /* Monotonic clock in nanoseconds. */
 uint64_t tu_now_ns(void);
 
+/* ---- running programs ---------------------------------------------------- */
+
+/*
+ * Run prog with the NULL-terminated arguments (argv[0] is prog), its
+ * standard output and error captured through files in dir; *out and *err
+ * receive them NUL-terminated (free() the previous values, which may be
+ * NULL). Returns the exit status; fails the test if prog did not exit.
+ */
+int tu_run(const char *dir, const char *prog, const char *const *args, char **out,
+           char **err);
+/* Fail the test unless needle occurs in hay. */
+void tu_expect_contains(const char *hay, const char *needle);
+
 /* ---- deterministic payloads ------------------------------------------ */
 
 /* Size of the blob of (layer, expert): in [min_bytes, max_bytes]. */
