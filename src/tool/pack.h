@@ -107,6 +107,9 @@ int pack_source_open(pack_source *s, const char *path);
 
 /* Read a whole small file (a JSON document) into a NUL-terminated buffer. */
 int pack_read_small_file(const char *path, uint64_t max, char **out, size_t *n);
+/* Open path for reading through the library's I/O table; *size gets its
+ * size. 0, or SMOE_ESYS with a message naming the file. */
+int pack_open_read(const char *path, int *fd, uint64_t *size);
 /* Read up to n bytes at offset 0 of fd; fewer only at the end of the file. */
 int pack_read_prefix(int fd, uint8_t *buf, size_t n, const char *path);
 

@@ -425,15 +425,11 @@ int pack_gguf_parse(const uint8_t *buf, size_t n, uint64_t file_size, const char
 int pack_gguf_load_file(pack_source *s, const char *path)
 {
     const smoe__io *io = smoe__io_get();
-    int fd = io->open(io, path, SMOE__IO_RDONLY);
-    if (fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+    int fd;
     uint64_t size = 0;
-    int rc = io->size(io, fd, &size);
-    if (rc < 0) {
-        io->close(io, fd);
-        return smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", path, strerror(-rc));
-    }
+    int rc = pack_open_read(path, &fd, &size);
+    if (rc < 0)
+        return rc;
     uint32_t index;
     rc = pack_source_add_file(s, path, size, &index);
     /* Tokenizer arrays make headers of tens of MiB: start at 4 MiB, double. */

@@ -249,15 +249,11 @@ int pack_st_parse_header(const uint8_t *buf, size_t n, uint64_t file_size,
 int pack_st_load_file(pack_source *s, const char *path)
 {
     const smoe__io *io = smoe__io_get();
-    int fd = io->open(io, path, SMOE__IO_RDONLY);
-    if (fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+    int fd;
     uint64_t size = 0;
-    int rc = io->size(io, fd, &size);
-    if (rc < 0) {
-        io->close(io, fd);
-        return smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", path, strerror(-rc));
-    }
+    int rc = pack_open_read(path, &fd, &size);
+    if (rc < 0)
+        return rc;
     /* The first 8 bytes give the header length: read exactly what it asks
      * for, or just the 8 bytes when it is out of bounds (the parser says so). */
     uint8_t head[8];

@@ -324,15 +324,11 @@ int pack_scout_load(const char *path, pack_scout *out)
 {
     memset(out, 0, sizeof *out);
     const smoe__io *io = smoe__io_get();
-    int fd = io->open(io, path, SMOE__IO_RDONLY);
-    if (fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+    int fd;
     uint64_t size = 0;
-    int rc = io->size(io, fd, &size);
-    if (rc < 0) {
-        io->close(io, fd);
-        return smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", path, strerror(-rc));
-    }
+    int rc = pack_open_read(path, &fd, &size);
+    if (rc < 0)
+        return rc;
     size_t want = size < PACK_SCOUT_HEADER ? (size_t)size : PACK_SCOUT_HEADER;
     uint8_t *buf = NULL;
     for (;;) {

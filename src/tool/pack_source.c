@@ -187,20 +187,31 @@ int pack_read_prefix(int fd, uint8_t *buf, size_t n, const char *path)
     return rc;
 }
 
+int pack_open_read(const char *path, int *fd, uint64_t *size)
+{
+    const smoe__io *io = smoe__io_get();
+    *fd = smoe__io_open(io, path, SMOE__IO_RDONLY);
+    if (*fd < 0)
+        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-*fd));
+    int rc = smoe__io_size(io, *fd, size);
+    if (rc < 0) {
+        smoe__io_close(io, *fd);
+        *fd = -1;
+        return smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", path, strerror(-rc));
+    }
+    return 0;
+}
+
 int pack_read_small_file(const char *path, uint64_t max, char **out, size_t *n)
 {
     const smoe__io *io = smoe__io_get();
     *out = NULL;
     *n = 0;
-    int fd = io->open(io, path, SMOE__IO_RDONLY);
-    if (fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+    int fd;
     uint64_t size = 0;
-    int rc = io->size(io, fd, &size);
-    if (rc < 0) {
-        io->close(io, fd);
-        return smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", path, strerror(-rc));
-    }
+    int rc = pack_open_read(path, &fd, &size);
+    if (rc < 0)
+        return rc;
     if (size > max) {
         io->close(io, fd);
         return smoe__fail(SMOE_ERANGE, "%s: %" PRIu64 " bytes, more than the %" PRIu64
