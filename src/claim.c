@@ -64,31 +64,35 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
             *wait_slot = v;
             *wait_word = w;
             return SMOE_EAGAIN;
-        case SMOE__FAILED:
-            /* The error has reached a claimer: a failed demand read stops
-             * pinning its slot, or every failure would hold one slot until
-             * the same expert is asked for again. acquire: as the load
-             * above, for the word a failed CAS reloads and we check again
-             * (clearing the flag itself publishes nothing) */
-            if ((w & SMOE__W_DEMAND) &&
-                !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w,
-                                                       w & ~SMOE__W_DEMAND,
-                                                       memory_order_acquire,
-                                                       memory_order_acquire))
-                continue;
-            {
-                /* relaxed: written before the publishing release CAS that
-                 * our acquire load of the word synchronised with */
-                int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
-                if (err < 0)
-                    return err;
-                /* 0: a prefetch has re-armed the slot for a retry since we
-                 * read the word (smoe__load_start clears the error). Look
-                 * again rather than report success without a reference.
+        case SMOE__FAILED: {
+            /* Read the error while DEMAND still pins the slot: no evictor
+             * can re-arm it for another expert meanwhile, so the error is
+             * this load's. relaxed: written before the publishing release
+             * CAS our acquire load of w synchronised with; ordered before
+             * the unpinning CAS below by its release */
+            int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+            if (err == 0) {
+                /* a prefetch re-armed the slot for a retry since w was
+                 * read (smoe__load_start clears the error): look again
+                 * rather than report success without a reference.
                  * acquire: as the load above */
                 w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
                 continue;
             }
+            /* The error has reached a claimer: a failed demand read stops
+             * pinning its slot, or every failure would hold one slot until
+             * the same expert is asked for again. The CAS is from the word
+             * the error was read under (a moved word: look again).
+             * acq_rel: release orders the read of err before any reuse of
+             * the slot by an evictor; acquire as the load above */
+            if ((w & SMOE__W_DEMAND) &&
+                !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w,
+                                                       w & ~SMOE__W_DEMAND,
+                                                       memory_order_acq_rel,
+                                                       memory_order_acquire))
+                continue;
+            return err;
+        }
         case SMOE__READY:
         case SMOE__CONSUMED:
             break;
