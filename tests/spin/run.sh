@@ -1,29 +1,26 @@
 #!/bin/sh
 # Description: model-check the slot protocol (tests/spin/slot.pml) with spin.
 #
-# Every configuration of the model is checked exhaustively twice: for
-# safety (assertions and invalid end states: pan built with -DSAFETY) and
-# for non-progress cycles (pan built with -DNP, run with -l). The two
-# known-bad variants must be rejected. Exit status: 0 when all of that
-# holds, 1 when not, 77 (skipped) when spin or a C compiler is missing.
+# Every configuration of the model is checked exhaustively for safety
+# (assertions and invalid end states: pan built with -DSAFETY), most of
+# them also for non-progress cycles (pan built with -DNP, run with -l).
+# The known-bad variants, and the earlier behaviours of the C code that
+# the model found wrong, must each be rejected. Exit status: 0 when all of
+# that holds, 1 when not, 77 (skipped) when spin or a C compiler is
+# missing.
 #
-# The known issues of the C code (docs/internals/slot-protocol.md) are
-# checked too, for information only: each is expected to be reproduced
-# until it is fixed; the script says so when one no longer is.
-#
-#   tests/spin/run.sh            the checks above
-#   tests/spin/run.sh --fixes    also check the model with the proposed
-#                                fixes (-DFIXES) in its strictest form
-#   SMOE_SPIN_KEEP=1             keep the work directory (trails)
+#   tests/spin/run.sh              the checks above
+#   tests/spin/run.sh --extended   also larger configurations (minutes more)
+#   SMOE_SPIN_KEEP=1               keep the work directory (trails)
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 model="$here/slot.pml"
-fixes=0
+extended=0
 for a in "$@"; do
     case "$a" in
-    --fixes) fixes=1 ;;
-    *) echo "usage: $0 [--fixes]" >&2; exit 2 ;;
+    --extended) extended=1 ;;
+    *) echo "usage: $0 [--extended]" >&2; exit 2 ;;
     esac
 done
 
@@ -47,9 +44,14 @@ else
 fi
 
 # pan's memory ceiling (MB) and hash table size (2^w slots). The largest
-# run stores under 2.5 million states; with -DCOLLAPSE that is < 400 MB.
+# check of the default set stores about 5 million states; with -DCOLLAPSE
+# that is under 600 MB.
 memlim=${SMOE_SPIN_MEMLIM:-1536}
 hashw=22
+if [ $extended = 1 ]; then
+    memlim=${SMOE_SPIN_MEMLIM:-6144}
+    hashw=24
+fi
 
 failures=0
 n=0
@@ -57,8 +59,8 @@ n=0
 now() { date +%s.%N 2>/dev/null || date +%s; }
 
 # check NAME EXPECT KIND DEFINES
-#   EXPECT: pass (must verify), fail (must be rejected), known (a known
-#   issue, expected to be reported; informational). KIND: safety or np.
+#   EXPECT: pass (must verify) or fail (must be rejected). KIND: safety
+#   or np.
 check() {
     name=$1 expect=$2 kind=$3 defs=$4
     n=$((n + 1))
@@ -122,51 +124,50 @@ check() {
             failures=$((failures + 1))
         fi
         ;;
-    known)
-        if [ "${errors:-0}" != 0 ]; then
-            echo "info  $name ($kind): known issue reproduced: $what; $stats"
-        elif [ $incomplete = 1 ]; then
-            echo "info  $name ($kind): search incomplete; $stats"
-        else
-            echo "info  $name ($kind): known issue NOT reproduced: if it was fixed, make this"
-            echo "      check a required one (see docs/internals/slot-protocol.md); $stats"
-        fi
-        ;;
     esac
 }
 
 echo "spin: $(spin -V 2>&1 | head -n 1)"
-# Configurations 1 and 6 reach the known lost wake-ups, which the 100 ms
-# backstop of park_on_slot ends: they are checked with the backstop. The
-# others are checked without it, so that any lost wake-up there fails.
 echo "== the model of the C code (must verify)"
 for kind in safety np; do
     check "cfg1" pass "$kind" "-DCFG=1"
-    check "cfg1-worker-futex" pass "$kind" "-DCFG=1 -DWORKER_FUTEX"
-    for cfg in 2 3 4 5; do
-        check "cfg$cfg-strict" pass "$kind" "-DCFG=$cfg -DNO_BACKSTOP"
-    done
+    [ "$kind" = safety ] && check "cfg2" pass "$kind" "-DCFG=2"
+    check "cfg3" pass "$kind" "-DCFG=3"
+    check "cfg4" pass "$kind" "-DCFG=4"
+    if [ "$kind" = safety ]; then
+        check "cfg5-worker-futex" pass "$kind" "-DCFG=5 -DWORKER_FUTEX"
+    else
+        check "cfg5" pass "$kind" "-DCFG=5"
+    fi
     check "cfg6" pass "$kind" "-DCFG=6"
-    check "cfg7-strict-worker-futex" pass "$kind" "-DCFG=7 -DNO_BACKSTOP -DWORKER_FUTEX"
+    check "cfg7-worker-futex" pass "$kind" "-DCFG=7 -DWORKER_FUTEX"
+    check "cfg8" pass "$kind" "-DCFG=8"
+    check "cfg9" pass "$kind" "-DCFG=9"
+    check "cfg10" pass "$kind" "-DCFG=10"
 done
 
 echo "== known-bad variants (must be rejected)"
 check "bad-two-step-claim" fail safety "-DCFG=4 -DBAD_TWO_STEP_CLAIM"
 check "bad-fail-recycle" fail np "-DCFG=1 -DBAD_FAIL_RECYCLE"
+check "bad-arm-unstarted" fail safety "-DCFG=8 -DBAD_ARM_UNSTARTED"
+check "bad-untagged-chunks" fail safety "-DCFG=5 -DBAD_UNTAGGED_CHUNKS"
 
-echo "== known issues of the C code (information)"
-check "lost-wake-shutdown" known safety "-DCFG=1 -DNO_BACKSTOP"
-check "lost-wake-cancel" known safety "-DCFG=6 -DNO_BACKSTOP"
-check "failed-slot-pinned" known safety "-DCFG=4 -DCHECK_UNPIN"
+echo "== earlier behaviours of the C code (must be rejected)"
+check "old-stop-park" fail safety "-DCFG=1 -DOLD_STOP_PARK"
+check "pin-failed" fail safety "-DCFG=9 -DPIN_FAILED"
+check "failed-err-once" fail safety "-DCFG=10 -DFAILED_ERR_ONCE"
+check "unpin-before-err" fail np "-DCFG=9 -DUNPIN_BEFORE_ERR"
 
-if [ $fixes = 1 ]; then
-    echo "== the proposed fixes, strict (must verify)"
+if [ $extended = 1 ]; then
+    echo "== larger configurations (must verify), an earlier behaviour (must be rejected)"
+    check "cfg2" pass np "-DCFG=2"
+    check "old-ask-once" fail safety "-DCFG=13 -DOLD_ASK_ONCE"
+    check "cfg5-worker-futex" pass np "-DCFG=5 -DWORKER_FUTEX"
     for kind in safety np; do
-        for cfg in 1 2 3 4 5 6 7; do
-            check "fixes-cfg$cfg" pass "$kind" "-DCFG=$cfg -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
-        done
-        check "fixes-cfg1-worker-futex" pass "$kind" \
-            "-DCFG=1 -DWORKER_FUTEX -DFIXES -DNO_BACKSTOP -DCHECK_UNPIN"
+        check "cfg1-worker-futex" pass "$kind" "-DCFG=1 -DWORKER_FUTEX"
+        check "cfg11" pass "$kind" "-DCFG=11"
+        check "cfg12" pass "$kind" "-DCFG=12"
+        check "cfg13" pass "$kind" "-DCFG=13"
     done
 fi
 
