@@ -8,14 +8,19 @@
  *             WAITERS, SPEC, refs, key, gen.
  *   map[k]    the residency map entry (src/slot.h): NONE, PENDING, or
  *             (slot, gen).
- *   dq, sq    the demand and speculative request queues (src/mpmc.h):
- *             FIFO channels of (slot, gen).
- *   data[v]   what the slot's bytes hold: DATA(key, gen) once the read of
- *             that load finished, TORN while a read writes them.
+ *   err[v], cnext[v], cleft[v]
+ *             ring.err, ring.chunk_next (gen tag, next chunk to hand out)
+ *             and ring.chunk_left (chunks not landed) of the load in
+ *             progress (src/internal.h, src/worker.c).
+ *   dq, sq    the demand and speculative queues (src/mpmc.h): FIFO
+ *             channels of chunk tokens (slot, gen).
+ *   data[v*NCH+c]
+ *             what chunk c of slot v holds: DATA(key, gen) once that
+ *             load's read of the chunk succeeded, TORN after a failed one.
  *   stop, work_seq, idle, spec_inflight: the stream's fields of those names.
  *
  * Processes: host (a thread calling smoe_prefetch, smoe_claim_wait,
- * smoe_claim, smoe_release), worker (src/worker.c), shutdown
+ * smoe_claim, smoe_release, smoe_cancel), worker (src/worker.c), shutdown
  * (smoe_shutdown in src/stream.c), quiescent (checks the final state).
  *
  * Steps. Every process is a loop over a program counter `pc`; each option
@@ -25,39 +30,39 @@
  * next shared access. Each step is commented with the C function it
  * models. A C CAS loop whose every iteration reloads the word and decides
  * again from it, with no other effect between iterations (claim_once,
- * found, release, run_request, smoe__slot_publish), is one atomic
+ * found, release, run_request's STARTED and chunk CASes, the STARTED clear
+ * of smoe__load_start, smoe_cancel, smoe__slot_publish), is one atomic
  * read-modify-write step: the loop ends with the CAS that succeeds (or a
  * decision on a value loaded), and that is the step. A CAS from a word
  * seen earlier (the victim CAS of load_new, the WAITERS CAS of
- * park_on_slot, the map CASes) stays a CAS from that older value.
+ * park_on_slot, the map CASes) stays a CAS from that older value. Where
+ * two operations of one thread are merged into one step, the comment of
+ * the step says why no other thread can tell.
  *
  * Futexes: a parked thread sleeps until a wake on its address clears its
  * csleep / wsleep entry; the wait compares the word with the value it
  * expects in the same step as falling asleep, as the kernel does. The
- * 100 ms backstop of park_on_slot (SMOE__PARK_MAX_NS) is modelled as a
- * wake-up that comes once nothing else can move; with -DNO_BACKSTOP it is
- * left out, and a lost wake-up is then an invalid end state.
+ * 100 ms backstop of park_on_slot (SMOE__PARK_MAX_NS) is left out, so a
+ * lost wake-up is an invalid end state (a thread asleep for ever); with
+ * -DBACKSTOP it is a wake-up that comes once nothing else can move.
  *
  * Not modelled: LRU ticks (within a victim class either slot may win),
- * empty_hint (the scan starts at slot 0), statistics, pre-warm (the
- * PREWARM flag only exempts a speculative read from the budget), the
- * claim_wait timeout, SMOE_EREFS, a full request queue (asserted never to
- * happen), and memory orders (spin explores sequentially consistent
- * interleavings). Busy-waits that only re-read until something changes
- * (PENDING) are waits for the change.
+ * empty_hint (the scan starts at slot 0), statistics and t_queued,
+ * verification of the blob's checksum (a chunk's read fails instead),
+ * pre-warm (SMOE__W_PREWARM, smoe__evict_pick_prewarm), the claim_wait
+ * timeout, SMOE_EREFS, a full request queue (asserted never to happen),
+ * which error code a failed read reports (err is 0 or "an error"), and
+ * memory orders (spin explores sequentially consistent interleavings).
+ * Busy-waits that only re-read until something changes (PENDING) are
+ * waits for the change.
  *
  * Switches (spin -D...):
  *   CFG=n                 the configuration: slots, experts, workers and
  *                         the calls each host makes (below, and in init).
  *   WORKER_FUTEX          model the workers' idle/work_seq futex protocol
  *                         step by step; without it an idle worker waits
- *                         for a request or stop.
- *   NO_BACKSTOP           leave out park_on_slot's 100 ms backstop.
- *   CHECK_UNPIN           also check that a FAILED slot whose error a claim
- *                         has reported never leaves a load without room.
- *   FIXES                 proposed changes to the C code (not in it yet):
- *                         see park_stopped, PF_EVWAKE and CO_WORD, and
- *                         docs/internals/slot-protocol.md.
+ *                         for a token or stop.
+ *   BACKSTOP              add park_on_slot's 100 ms backstop.
  * Known-bad variants, each of which spin must reject:
  *   BAD_FAIL_RECYCLE      a failed read gives its slot back as EMPTY instead
  *                         of publishing FAILED: a claim_wait asks for the
@@ -67,12 +72,57 @@
  *                         reference with a second, unconditional RMW: an
  *                         evictor slips in between and the claimer holds a
  *                         reference to another expert's slot (assertion).
+ *   BAD_ARM_UNSTARTED     a reservation does not set STARTED until its load
+ *                         is armed: an evictor (or smoe_cancel) cancels the
+ *                         load before the arming, the slot is re-armed for
+ *                         another expert, and the late arming stores of the
+ *                         first overwrite the chunk counters of the second,
+ *                         whose load is stranded in LOADING (invalid end
+ *                         state).
+ *   BAD_UNTAGGED_CHUNKS   chunk_next holds the chunk index only, without
+ *                         the generation: a token that arrives before its
+ *                         load is armed takes a chunk of whatever load the
+ *                         counters were left at (assertion).
+ * Earlier behaviours of the C code, each of which spin must reject:
+ *   OLD_STOP_PARK         park_on_slot returns on stop without clearing
+ *                         WAITERS: a second claimer sleeps through the
+ *                         shutdown (invalid end state).
+ *   OLD_ASK_ONCE          smoe_claim_wait asks (upgrades a speculative read)
+ *                         once per call, and evicted() wakes nobody: a
+ *                         claimer parked on a speculative read sleeps
+ *                         through its cancellation (invalid end state).
+ *   PIN_FAILED            a claim that reports a FAILED slot's error leaves
+ *                         DEMAND on it: the slot stays pinned and a load of
+ *                         another expert finds no room (assertion).
+ *   FAILED_ERR_ONCE       a claim that sees FAILED returns the error it
+ *                         then reads, also 0 when a retry re-armed the slot
+ *                         in between: success without a reference
+ *                         (assertion).
+ *   UNPIN_BEFORE_ERR      a claim that sees a FAILED demand read clears
+ *                         DEMAND before it reads the error: an evictor takes
+ *                         the unpinned slot in between and re-arms it for
+ *                         another expert (err 0), the claim looks again,
+ *                         finds its expert gone and asks for it again; two
+ *                         claim_waits whose reads keep failing do that to
+ *                         each other for ever (non-progress cycle). The
+ *                         model reads the error first, while DEMAND still
+ *                         pins the slot, and then unpins it by a CAS from
+ *                         the word it read the error under.
  */
 
 #ifndef CFG
 #define CFG 1
 #endif
 
+/* chunks per blob (smoe__chunks): every expert of the model has NCH */
+#ifndef NCH
+#define NCH 2
+#endif
+
+/*
+ * Configurations: slots, experts, workers, hosts (threads calling the
+ * API); the calls each host makes are in init, at the end.
+ */
 #if CFG == 1
 /* one slot, one expert: two claim_wait callers, failed reads, shutdown */
 #define NSLOTS 1
@@ -86,24 +136,34 @@
 #define NWORKERS 1
 #define NHOSTS 3
 #elif CFG == 3
-/* one slot, one expert: two claim_wait callers and demand and speculative
- * prefetches: joins, upgrades, retries of failed reads */
+/* one slot, one expert: claim_wait, claim, and a speculative or a demand
+ * prefetch: joins, upgrades (duplicate tokens), same-gen retries of failed
+ * reads under claimers that saw the failure */
 #define NSLOTS 1
 #define NKEYS 1
 #define NWORKERS 1
 #define NHOSTS 3
 #elif CFG == 4
-/* one slot, two experts: eviction, cancellation, stale map entries */
+/* one slot, two experts: claim_wait of each, a demand or speculative
+ * prefetch of one: eviction, cancellation by an evictor, stale map
+ * entries, EFULL */
 #define NSLOTS 1
 #define NKEYS 2
 #define NWORKERS 1
 #define NHOSTS 3
 #elif CFG == 5
-/* two slots, two experts, two workers: a claim_wait's ask upgrades a
- * speculative read, whose second request two workers race for */
+/* one slot, one expert, two workers: a claim_wait's ask upgrades a
+ * speculative read, whose chunks two workers race for */
+#define NSLOTS 1
+#define NKEYS 1
+#define NWORKERS 2
+#define NHOSTS 2
+#elif CFG == 6
+/* two slots, two experts: two prefetches of one expert racing for a slot
+ * while a speculative read of the other takes one */
 #define NSLOTS 2
 #define NKEYS 2
-#define NWORKERS 2
+#define NWORKERS 1
 #define NHOSTS 3
 #elif CFG == 7
 /* one slot, one expert: one claim_wait caller, shutdown */
@@ -111,10 +171,45 @@
 #define NKEYS 1
 #define NWORKERS 1
 #define NHOSTS 1
-#elif CFG == 6
-/* two slots, three experts: retained, speculative and failed slots
- * evicted by class; a speculative read cancelled while a claim_wait is
- * parked on it */
+#elif CFG == 8
+/* one slot, two experts: smoe_cancel of a speculative read racing its
+ * arming, the slot re-armed for another expert that a claim_wait waits on */
+#define NSLOTS 1
+#define NKEYS 2
+#define NWORKERS 1
+#define NHOSTS 3
+#elif CFG == 9
+/* one slot, two experts: claim_wait of each, nothing else (two waiters
+ * evicting each other's failed slot) */
+#define NSLOTS 1
+#define NKEYS 2
+#define NWORKERS 1
+#define NHOSTS 2
+#elif CFG == 10
+/* one slot, one expert: claim_wait, and a speculative then a demand
+ * prefetch from one thread */
+#define NSLOTS 1
+#define NKEYS 1
+#define NWORKERS 1
+#define NHOSTS 2
+#elif CFG == 11
+/* two slots, two experts, two workers: claim_wait and a speculative
+ * prefetch of one, a demand prefetch of the other (run.sh --extended) */
+#define NSLOTS 2
+#define NKEYS 2
+#define NWORKERS 2
+#define NHOSTS 3
+#elif CFG == 12
+/* one slot, one expert: two claim_wait callers, and a speculative then a
+ * demand prefetch (run.sh --extended) */
+#define NSLOTS 1
+#define NKEYS 1
+#define NWORKERS 1
+#define NHOSTS 3
+#elif CFG == 13
+/* two slots, three experts: a claim_wait parked on a speculative read that
+ * a demand prefetch cancels, reachable only with OLD_ASK_ONCE (run.sh
+ * --extended) */
 #define NSLOTS 2
 #define NKEYS 3
 #define NWORKERS 1
@@ -131,7 +226,7 @@
 #ifndef SPEC_CAP
 #define SPEC_CAP 1
 #endif
-#define QCAP 4
+#define QCAP 8
 
 /* ---- the slot word (src/slot.h) ---- */
 #define EMPTY    0
@@ -142,7 +237,7 @@
 
 #define W_STATE_MASK 7
 #define W_DEMAND     8    /* SMOE__W_DEMAND: pinned until claimed */
-#define W_STARTED    16   /* SMOE__W_STARTED: a worker is reading */
+#define W_STARTED    16   /* SMOE__W_STARTED: not cancellable (reserved, or a worker took a chunk) */
 #define W_WAITERS    32   /* SMOE__W_WAITERS: a claimer is parked */
 #define W_SPEC       64   /* SMOE__W_SPEC: speculative read */
 #define W_REF_ONE    256  /* refs: bits 8..11 */
@@ -156,15 +251,30 @@
 /* What a futex on the word compares: the C code parks on its low 32 bits
  * (state, flags, refs, the key's low bits); the gen is above them. */
 #define LOW(w)   ((w) & 65535)
+/* A queued speculative read nobody has begun: what smoe_cancel and a
+ * demand evictor may cancel (evict.c victim_class, prefetch.c smoe_cancel). */
+#define CANCELLABLE(w) \
+    (ST(w) == LOADING && ((w) & (W_STARTED | W_DEMAND)) == 0 && ((w) & W_SPEC) != 0)
 /* smoe__w_new_load: LOADING, flags, no refs, the new key, gen + 1. The C
  * gen wraps at 2^20, this one at GEN_MOD; the configurations load far
- * fewer times than that (asserted in load_new), except the known-bad
- * recycle loop, whose reloads are unbounded: there the wrap closes the
- * loop into a cycle of states that spin can find. */
+ * fewer times than that (asserted where a gen is bumped), except the
+ * variants whose reloads are unbounded (BAD_FAIL_RECYCLE,
+ * UNPIN_BEFORE_ERR): there the wrap closes the loop into a cycle of states
+ * that spin can find. */
 #define GEN_MOD 16
+#if defined(BAD_FAIL_RECYCLE) || defined(UNPIN_BEFORE_ERR)
+#define GEN_WRAPS
+#endif
 #define NEW_LOAD(old, k, flags) \
     (LOADING | (flags) | ((k) << W_KEY_SHIFT) | \
      (((GEN(old) + 1) % GEN_MOD) << W_GEN_SHIFT))
+/* What a reservation adds (load_new, found's retry): STARTED until
+ * smoe__load_start has armed the chunk counters. */
+#ifdef BAD_ARM_UNSTARTED
+#define W_RESERVED 0
+#else
+#define W_RESERVED W_STARTED
+#endif
 
 /* ---- the residency map entry (src/slot.h) ---- */
 #define MAP_NONE    0
@@ -173,13 +283,23 @@
 #define MAP_SLOT(m)    (((m) & 255) - 2)
 #define MAP_GEN(m)     ((m) >> 8)
 
-/* ---- the slot's bytes ---- */
+/* ---- chunk_next (worker.c): gen << 32 | next chunk, here gen << 3 | chunk ---- */
+#ifdef BAD_UNTAGGED_CHUNKS
+#define CN_MAKE(g, i) (i)
+#define CN_TAG_OK(c, g) true
+#else
+#define CN_MAKE(g, i) (((g) << 3) | (i))
+#define CN_TAG_OK(c, g) (((c) >> 3) == (g))
+#endif
+#define CN_IDX(c) ((c) & 7)
+
+/* ---- the slots' bytes ---- */
 #define TORN (-1)
 #define DATA(k, g) (((g) << 4) | (k))
 
 /* ---- victim classes (src/evict.c victim_class); NEVER: not a victim ---- */
 #define NEVER 9
-#define VCLASS_C(w, dem) \
+#define VCLASS(w, dem) \
     ((REFS(w) != 0 || ((w) & W_DEMAND) != 0) -> NEVER : \
      (ST(w) == FAILED -> 0 : \
       (ST(w) == CONSUMED -> 1 : \
@@ -187,7 +307,6 @@
         (ST(w) == LOADING -> \
             ((((w) & W_STARTED) != 0 || ((w) & W_SPEC) == 0 || !(dem)) -> NEVER : 3) : \
          NEVER)))))
-#define VCLASS(w, dem) VCLASS_C(w, dem)
 
 /* ---- results ---- */
 #define NOSLOT 255
@@ -197,36 +316,42 @@
 #define P_INFLIGHT  3   /* SMOE_INFLIGHT */
 #define P_SKIPPED   4   /* SMOE_SKIPPED */
 #define P_EFULL     5   /* SMOE_EFULL */
-#define P_ESHUTDOWN 6   /* SMOE_ESHUTDOWN */
 
 #define C_NONE      0
-#define C_OK        1   /* SMOE_READY or SMOE_HIT: one reference taken */
+#define C_OK        1   /* SMOE_READY or SMOE_HIT (a claim: one reference taken) */
 #define C_EAGAIN    2   /* SMOE_EAGAIN */
 #define C_ENOTRES   3   /* SMOE_ENOTRESIDENT */
 #define C_EFAILED   4   /* SMOE_EIO, SMOE_ETRUNC, SMOE_ECHECKSUM */
 #define C_ESHUTDOWN 5   /* SMOE_ESHUTDOWN */
 #define C_EFULL     6   /* SMOE_EFULL from claim_wait's demand prefetch */
+#define C_EBUSY     7   /* smoe_cancel: SMOE_EBUSY */
 
-/* ---- what a host may call ---- */
+/* ---- what a host may call (8 bits per call) ---- */
 #define OP_DEMAND  1    /* smoe_prefetch(layer, expert, 0) */
 #define OP_SPEC    2    /* smoe_prefetch(..., SMOE_PREFETCH_SPECULATIVE) */
 #define OP_WAIT    4    /* smoe_claim_wait(..., UINT64_MAX), then smoe_release */
 #define OP_CLAIM   8    /* smoe_claim, then smoe_release */
+#define OP_CANCEL  16   /* smoe_cancel */
 
 /* ---- shared state ---- */
 int word[NSLOTS];          /* ring.word */
 int map[NKEYS];            /* s->map */
-int data[NSLOTS];          /* the slots' bytes */
+bit err[NSLOTS];           /* ring.err: 0, or a chunk's error */
+byte cnext[NSLOTS];        /* ring.chunk_next */
+byte cleft[NSLOTS];        /* ring.chunk_left */
+short data[NSLOTS * NCH];  /* the slots' bytes, chunk by chunk */
 bool stop;                 /* s->stop */
 byte spec_inflight;        /* s->spec_inflight */
 byte work_seq;             /* s->work_seq */
 byte idle;                 /* s->idle */
 bool wsleep[NWORKERS];     /* worker i is parked on work_seq */
 byte csleep[NHOSTS];       /* host i is parked on slot csleep[i] - 1 (0: awake) */
-byte held[NSLOTS];         /* ghost: references the hosts hold */
-#ifdef CHECK_UNPIN
-bool frep[NSLOTS];         /* ghost: a claim has reported this FAILED slot's error */
-#endif
+/* ghosts */
+byte held[NSLOTS];         /* references the hosts hold */
+bool frep[NSLOTS];         /* a claim has taken on this FAILED slot's error */
+byte armg[NSLOTS];         /* the gen of the load last armed in the slot */
+bit rd[NSLOTS * NCH];      /* chunk c of the armed load has been read */
+byte taken[NSLOTS];        /* chunks of the armed load handed out */
 chan dq = [QCAP] of { byte, byte };   /* s->demand_q: (slot, gen) */
 chan sq = [QCAP] of { byte, byte };   /* s->spec_q */
 hidden byte ci, cj;        /* loop counters inside d_steps only */
@@ -236,7 +361,8 @@ hidden byte ci, cj;        /* loop counters inside d_steps only */
  * the references in a word are those the hosts hold (none lost, none
  * negative); WAITERS and STARTED only on LOADING; a LOADING or READY slot
  * is demand or speculative (pinned or evictable, never leaked); references
- * only on CONSUMED; no two slots hold one key.
+ * only on CONSUMED; no two slots hold one key; a load that a worker has
+ * taken a chunk of is not cancellable.
  */
 inline check_slots()
 {
@@ -250,6 +376,7 @@ inline check_slots()
         assert(ST(word[ci]) != LOADING || (word[ci] & (W_SPEC | W_DEMAND)) != 0);
         assert(REFS(word[ci]) == 0 || ST(word[ci]) == CONSUMED);
         assert(ST(word[ci]) <= FAILED);
+        assert(!CANCELLABLE(word[ci]) || armg[ci] != GEN(word[ci]) || taken[ci] == 0);
         cj = ci + 1;
         do
         :: cj < NSLOTS ->
@@ -272,16 +399,16 @@ inline spec_put()
     spec_inflight--
 }
 
-/* park.c smoe__park_wake(&work_seq, 1): one parked worker, if any. */
-inline wake_one_worker()
+/* park.c smoe__park_wake(&work_seq, n), n >= the number of workers here:
+ * every parked worker. */
+inline wake_workers()
 {
-    if
-    :: wsleep[0] -> wsleep[0] = 0
-#if NWORKERS > 1
-    :: wsleep[1] -> wsleep[1] = 0
-#endif
-    :: else -> skip
-    fi
+    ci = 0;
+    do
+    :: ci < NWORKERS -> wsleep[ci] = 0; ci++
+    :: else -> break
+    od;
+    ci = 0
 }
 
 /* park.c smoe__park_wake(low32(&word[V]), INT_MAX): every host parked on V. */
@@ -320,23 +447,32 @@ inline wake_slot(V)
 #define PF_FOUND   21   /* found(): load the word, CAS it */
 #define PF_UPPUT   22   /* found(): an upgrade gives the unit back */
 #define PF_STALE   23   /* smoe__prefetch_key: clear a stale entry */
-#define PF_EVWAKE  24   /* (FIXES) evicted(): wake the old word's waiters */
-#define Q_PUSH     30   /* queue_read: smoe__mpmc_push */
+#define PF_EVWAKE  24   /* evicted(): wake the old word's waiters */
+#define AR_ARM     25   /* smoe__load_start: err, chunk_left, chunk_next */
+#define AR_CLR     26   /* smoe__load_start: CAS loop clearing STARTED */
+#define Q_PUSH     30   /* smoe__load_tokens: smoe__mpmc_push, one token */
 #define Q_SEQ      31   /* smoe__workers_notify: work_seq++ */
 #define Q_IDLE     32   /* ... load idle */
-#define Q_WAKE     33   /* ... futex wake one worker */
+#define Q_WAKE     33   /* ... futex wake n workers */
 #define CW_TOP     40   /* smoe_claim_wait: loop top, load stop */
 #define CO_MAP     42   /* claim_once: load map[k] */
-#define CO_WORD    43   /* claim_once: load the word, CAS the reference */
+#define CO_WORD    43   /* claim_once: load the word, CAS loop */
 #define CW_YIELD   44   /* smoe_claim_wait: sched_yield, poll again */
 #define CW_PARK    45   /* park_on_slot: CAS WAITERS (or load stop) */
 #define CW_STOP    46   /* park_on_slot: load stop */
 #define CW_FUTEX   47   /* park_on_slot: futex wait: compare and sleep */
 #define CW_SLEEP   48   /* ... asleep until woken */
 #define CO_INC     49   /* (BAD_TWO_STEP_CLAIM) the separate increment */
-#define CW_STOPCLR 52   /* (FIXES) park_on_slot saw stop: clear WAITERS */
-#define CW_STOPWAKE 53  /* (FIXES) ... and wake the slot */
+#define CO_ERR     51   /* claim_once: FAILED: load err */
+#define CO_UNPIN   54   /* claim_once: FAILED: CAS DEMAND off */
+#define CW_STOPCLR 52   /* park_on_slot saw stop: clear WAITERS */
+#define CW_STOPWAKE 53  /* ... and wake the slot */
 #define RL_REL     50   /* the caller reads the blob, smoe_release */
+#define CA_MAP     60   /* smoe_cancel: load map[k] */
+#define CA_WORD    61   /* smoe_cancel: load the word, CAS loop to EMPTY */
+#define CA_MAPCLR  62   /* smoe_cancel: CAS map[k] -> NONE */
+#define CA_PUT     63   /* smoe_cancel: smoe__spec_put */
+#define CA_WAKE    64   /* smoe_cancel: wake the old word's waiters */
 
 /* return addresses */
 #define RET_TOP   0     /* prefetch: back to the caller of smoe_prefetch */
@@ -347,13 +483,15 @@ inline wake_slot(V)
 inline pf_clear()
 {
     pme = 0; pv = 0; pg = 0; pw = 0; pnw = 0; ew = 0;
-    ei = 0; eclass = 0; ebest = 0; ebw = 0; efailed = 0; qdem = 0; qv = 0; qg = 0;
+    ei = 0; eclass = 0; ebest = 0; ebw = 0; efailed = 0; qdem = 0; qv = 0; qg = 0; qn = 0;
     pr = P_NONE
 }
 
-/* A claim returned cr: release path or done. */
+/* A claim returned cr: release path or done. A claim that reports success
+ * holds a reference. */
 inline claim_done()
 {
+    assert(cr != C_OK || cref);
     cw = 0;
     if
     :: cr == C_OK -> pc = RL_REL
@@ -385,11 +523,19 @@ inline pf_return()
     pf_clear()
 }
 
+/* The condition on which smoe_claim_wait asks (a demand prefetch): not
+ * resident, or a read in flight that is not a demand read (which the ask
+ * upgrades and pins). */
+#ifdef OLD_ASK_ONCE
+#define ASK_AGAIN (!casked)
+#else
+#define ASK_AGAIN true
+#endif
+
 /*
  * claim_once returned cr (cws/cww: a LOADING slot to park on). From
  * smoe_claim: done. From smoe_claim_wait: done unless EAGAIN or
- * ENOTRESIDENT; not resident, or a speculative read in flight not yet
- * asked for: ask (demand prefetch, which upgrades it); else park or poll.
+ * ENOTRESIDENT; then ask, or park, or poll.
  */
 inline co_return()
 {
@@ -399,8 +545,10 @@ inline co_return()
         if
         :: cr != C_EAGAIN && cr != C_ENOTRES -> claim_done()
         :: cr == C_ENOTRES ||
-           (cr == C_EAGAIN && !casked && cws != NOSLOT && (cww & W_DEMAND) == 0) ->
+           (cr == C_EAGAIN && ASK_AGAIN && cws != NOSLOT && (cww & W_DEMAND) == 0) ->
+#ifdef OLD_ASK_ONCE
             casked = 1;
+#endif
             pspec = 0;
             pret = RET_WAIT;
             pc = PF_MAP
@@ -414,34 +562,50 @@ inline co_return()
 }
 
 /* smoe_claim_wait goes round its loop again: what claim_once found is
- * dead (it will look again). */
+ * dead (it will look again). Without a shutdown stop stays 0, so the loads
+ * of stop that are steps of their own (CW_TOP, CW_STOP) read a constant
+ * and are left out. */
 inline poll_again()
 {
-    cws = 0; cww = 0; cv = 0; cg = 0; cr = C_NONE; pc = CW_TOP
-}
-
-/*
- * park_on_slot saw stop: return (the loop top then returns ESHUTDOWN).
- * Proposed fix: first clear WAITERS and wake the slot's sleepers, as
- * smoe_shutdown does, since this claimer may have set WAITERS again after
- * smoe_shutdown cleared it, under a claimer that saw stop == 0 and is about
- * to sleep on a word with WAITERS set.
- */
-inline park_stopped()
-{
-#ifdef FIXES
-    pc = CW_STOPCLR
+    cws = 0; cww = 0; cv = 0; cg = 0; cr = C_NONE;
+#if SHUTDOWN
+    pc = CW_TOP
 #else
-    poll_again()
+    pc = CO_MAP                             /* no shutdown: stop stays 0 */
 #endif
 }
 
-/* evicted(): a cancelled speculative read gives its budget unit back. */
+/*
+ * park_on_slot saw stop: clear WAITERS and wake the slot's sleepers (as
+ * smoe_shutdown does), then return (the loop top returns ESHUTDOWN). This
+ * claimer may have set WAITERS again after smoe_shutdown cleared it, under
+ * a claimer that saw stop == 0 and is about to sleep.
+ */
+inline park_stopped()
+{
+#ifdef OLD_STOP_PARK
+    poll_again()
+#else
+    pc = CW_STOPCLR
+#endif
+}
+
+/* evicted(), after the map CAS: a cancelled speculative read gives its
+ * budget unit back; then the old word's waiters are woken. */
+inline evicted_wake()
+{
+    if
+#ifndef OLD_ASK_ONCE
+    :: (pw & W_WAITERS) != 0 -> pc = PF_EVWAKE
+#endif
+    :: else -> pc = PF_STORE
+    fi
+}
 inline evicted_put()
 {
     if
     :: ST(pw) == LOADING && (pw & W_SPEC) != 0 -> pc = PF_EVPUT
-    :: else -> pc = PF_STORE
+    :: else -> evicted_wake()
     fi
 }
 
@@ -451,41 +615,53 @@ inline pick_start()
     ei = 0; eclass = 4; ebest = NOSLOT; ebw = 0; ew = 0; efailed = 0
 }
 
-/* The demand queue if DEM, else the speculative one: push (V, G) next.
- * Only the result pr is still needed after that. */
-inline queue_read(DEM, V, G)
+/* smoe__load_start(V, G, DEM): arm the load, then queue NCH tokens on the
+ * demand queue if DEM, else on the speculative one. Only the result pr is
+ * still needed after that. */
+inline load_start(DEM, V, G)
 {
-    qdem = DEM; qv = V; qg = G; pc = Q_PUSH;
+    qdem = DEM; qv = V; qg = G; qn = NCH; pc = AR_ARM;
     pme = 0; pv = 0; pg = 0; pw = 0; pnw = 0; ew = 0; ei = 0; eclass = 0; ebest = 0; ebw = 0;
     efailed = 0
 }
 
+/* smoe__load_tokens(V, G, NCH, 1): NCH more demand tokens (an upgrade). */
+inline load_tokens(V, G)
+{
+    qdem = 1; qv = V; qg = G; qn = NCH; pc = Q_PUSH;
+    pme = 0; pv = 0; pg = 0; pw = 0; pnw = 0
+}
+
 /*
  * A host thread makes nops calls. Call i (from 0) is any of the calls in
- * the 4-bit mask (ops >> 4i) & 15 (OP_*), for any of the experts in the
+ * the 8-bit mask (ops >> 8i) & 255 (OP_*), for any of the experts in the
  * 4-bit mask (keys >> 4i) & 15.
  */
 proctype host(byte id; int ops; int keys; byte nops)
 {
     byte pc = H_NEXT, n, k;
-    /* smoe__prefetch_key */
+    /* smoe__prefetch_key, smoe_cancel */
     bit pspec;
     byte pret, pr, pv, pg, ei, eclass, ebest;
     bit efailed;
     int pme, pw, pnw, ew, ebw;
-    /* queue_read */
+    /* smoe__load_start, smoe__load_tokens */
     bit qdem;
-    byte qv, qg;
+    byte qv, qg, qn;
     /* claim */
-    bit casked, cspin;
+    bit cspin, cref;
+#ifdef OLD_ASK_ONCE
+    bit casked;
+#endif
     byte cret, cr, cv, cg, cws;
     int cme, cw, cww;
 
     do
     /* ---- the next call ---- */
     :: atomic {
-        /* Choose the call and its expert; every call starts with
-         * atomic_load(&stop), done in this step (the choice is local). */
+        /* Choose the call and its expert; every call but smoe_cancel
+         * starts with atomic_load(&stop), done in this step (the choice
+         * is local). */
         pc == H_NEXT && n < nops ->
         if
         :: (keys >> (4 * n)) & 1 -> k = 0
@@ -493,14 +669,15 @@ proctype host(byte id; int ops; int keys; byte nops)
         :: (keys >> (4 * n)) & 4 -> k = 2
         fi;
         if
-        :: (ops >> (4 * n)) & OP_DEMAND -> pspec = 0; pret = RET_TOP; pc = PF_MAP
-        :: (ops >> (4 * n)) & OP_SPEC -> pspec = 1; pret = RET_TOP; pc = PF_MAP
-        :: (ops >> (4 * n)) & OP_WAIT -> casked = 0; cspin = 1; cret = RET_WAIT; pc = CO_MAP
-        :: (ops >> (4 * n)) & OP_CLAIM -> cret = RET_CLAIM; pc = CO_MAP
+        :: (ops >> (8 * n)) & OP_DEMAND -> pspec = 0; pret = RET_TOP; pc = PF_MAP
+        :: (ops >> (8 * n)) & OP_SPEC -> pspec = 1; pret = RET_TOP; pc = PF_MAP
+        :: (ops >> (8 * n)) & OP_WAIT -> cspin = 1; cret = RET_WAIT; pc = CO_MAP
+        :: (ops >> (8 * n)) & OP_CLAIM -> cret = RET_CLAIM; pc = CO_MAP
+        :: (ops >> (8 * n)) & OP_CANCEL -> pc = CA_MAP
         fi;
         n++;
         if
-        :: stop -> pc = H_DONE              /* SMOE_ESHUTDOWN */
+        :: stop && pc != CA_MAP -> pc = H_DONE              /* SMOE_ESHUTDOWN */
         :: else -> skip
         fi
        }
@@ -508,7 +685,11 @@ proctype host(byte id; int ops; int keys; byte nops)
     :: pc == H_DONE ->
 progress_call:                              /* a call returned */
         atomic { pc = H_NEXT; k = 0; cr = C_NONE; cv = 0; cg = 0; cws = 0; cww = 0;
-                 cret = 0; pret = 0; pspec = 0; casked = 0; cspin = 0; pf_clear() }
+                 cret = 0; pret = 0; pspec = 0; cspin = 0; cref = 0; pf_clear();
+#ifdef OLD_ASK_ONCE
+                 casked = 0
+#endif
+        }
 
     /* ---- smoe_prefetch (prefetch.c); its load of stop is in H_NEXT ---- */
     :: d_step {
@@ -547,9 +728,7 @@ progress_call:                              /* a call returned */
         pc == PF_PICK ->
         ew = word[ei];
         if
-#ifdef CHECK_UNPIN
         :: ST(ew) == FAILED && frep[ei] -> efailed = 1
-#endif
         :: else -> skip
         fi;
         if
@@ -570,12 +749,10 @@ progress_call:                              /* a call returned */
         if
         :: ei >= NSLOTS && ebest != NOSLOT -> pv = ebest; pw = ebw; pc = PF_TAKE
         :: ei >= NSLOTS && ebest == NOSLOT ->     /* no victim */
-#ifdef CHECK_UNPIN
             /* FAILED slots are the first choice of eviction
              * (docs/decisions.md): once a claim has reported its error,
              * a FAILED slot may not keep a load from finding room */
             assert(!efailed);
-#endif
             if
             :: pspec -> pr = P_SKIPPED; pc = PF_PUTUN
             :: else -> pr = P_EFULL; pc = PF_UNPEND
@@ -586,16 +763,14 @@ progress_call:                              /* a call returned */
        }
     :: d_step {                             /* load_new: acq_rel CAS word[v]: w -> new load */
         pc == PF_TAKE ->
-#ifndef BAD_FAIL_RECYCLE
+#ifndef GEN_WRAPS
         assert(GEN(pw) + 1 < GEN_MOD);
 #endif
-        pnw = NEW_LOAD(pw, k, (pspec -> W_SPEC : W_DEMAND));
+        pnw = NEW_LOAD(pw, k, W_RESERVED | (pspec -> W_SPEC : W_DEMAND));
         if
         :: word[pv] == pw ->
             word[pv] = pnw;
-#ifdef CHECK_UNPIN
             frep[pv] = 0;
-#endif
             check_slots();
             ei = 0; eclass = 0; ebest = 0; ebw = 0; efailed = 0;
             if
@@ -611,30 +786,19 @@ progress_call:                              /* a call returned */
         :: map[KEY(pw)] == MAP_MAKE(pv, GEN(pw)) -> map[KEY(pw)] = MAP_NONE
         :: else -> skip
         fi;
-#ifdef FIXES
-        if
-        :: (pw & W_WAITERS) != 0 -> pc = PF_EVWAKE
-        :: else -> evicted_put()
-        fi
-#else
         evicted_put()
-#endif
        }
-#ifdef FIXES
-    :: d_step {
-        /* proposed fix: evicted() wakes the claimers parked on the word it
-         * replaced (a cancelled read): the victim CAS dropped WAITERS */
-        pc == PF_EVWAKE -> wake_slot(pv); evicted_put()
-       }
-#endif
     :: d_step {                             /* evicted(): smoe__spec_put (a cancelled read) */
-        pc == PF_EVPUT -> spec_put(); pc = PF_STORE
+        pc == PF_EVPUT -> spec_put(); evicted_wake()
+       }
+    :: d_step {                             /* evicted(): wake the waiters of the old word */
+        pc == PF_EVWAKE -> wake_slot(pv); pc = PF_STORE
        }
     :: d_step {                             /* load_new: release store map[k] = (v, gen) */
         pc == PF_STORE ->
         map[k] = MAP_MAKE(pv, GEN(pnw));
         pr = P_QUEUED;
-        queue_read(!pspec, pv, GEN(pnw))
+        load_start(!pspec, pv, GEN(pnw))
        }
     :: d_step {                             /* load_new: smoe__spec_put (no victim) */
         pc == PF_PUTUN -> spec_put(); pc = PF_UNPEND
@@ -671,35 +835,30 @@ progress_call:                              /* a call returned */
             :: ST(pw) == FAILED ->
                 if
                 :: pspec -> pr = P_SKIPPED             /* only demand retries */
-                :: else ->
+                :: else ->                             /* retry: same slot, same gen */
                     pnw = (pw & ~(W_STATE_MASK | W_SPEC | W_STARTED | W_WAITERS)) |
-                          LOADING | W_DEMAND;
+                          LOADING | W_DEMAND | W_RESERVED;
                     pr = P_QUEUED
                 fi
             :: else -> assert(false)
             fi;
             word[pv] = pnw;
-            check_slots();
-#ifdef CHECK_UNPIN
             if
             :: ST(pw) == FAILED && !pspec -> frep[pv] = 0
             :: else -> skip
             fi;
-#endif
+            check_slots();
             if
             :: ST(pw) == LOADING && !pspec && (pw & W_DEMAND) == 0 -> pc = PF_UPPUT
-            :: ST(pw) == FAILED && !pspec -> queue_read(1, pv, pg)   /* retry the read */
+            :: ST(pw) == FAILED && !pspec -> load_start(1, pv, pg)   /* re-arm */
             :: else -> pf_return()
             fi
         fi
        }
-    :: d_step {                             /* found(): the upgrade's smoe__spec_put */
-        pc == PF_UPPUT ->
-        spec_put();
-        if
-        :: (pw & W_STARTED) == 0 -> queue_read(1, pv, pg)   /* again, on demand_q */
-        :: else -> pf_return()
-        fi
+    :: d_step {
+        /* found(): the upgrade's smoe__spec_put; its chunk tokens wait
+         * behind speculative work: queue them again on the demand queue */
+        pc == PF_UPPUT -> spec_put(); load_tokens(pv, pg)
        }
     :: d_step {                             /* smoe__prefetch_key: CAS map[k] stale -> NONE */
         pc == PF_STALE ->
@@ -711,18 +870,60 @@ progress_call:                              /* a call returned */
         pc = PF_MAP
        }
 
-    /* ---- queue_read and smoe__workers_notify (prefetch.c, worker.c) ---- */
-    :: d_step {                             /* smoe__mpmc_push */
+    /* ---- smoe__load_start, smoe__load_tokens, smoe__workers_notify
+     * (worker.c) ---- */
+    :: d_step {
+        /* smoe__load_start: store err = 0, chunk_left = NCH, then the
+         * release store of chunk_next = (gen, 0). Only a worker's acquire
+         * CAS on chunk_next reads the counters in order to take a chunk,
+         * and it sees all three stores together; a claim's read of err
+         * does not care about the order of the other two. */
+        pc == AR_ARM ->
+        err[qv] = 0;
+        cleft[qv] = NCH;
+        cnext[qv] = CN_MAKE(qg, 0);
+        armg[qv] = qg;
+        taken[qv] = 0;
+        ci = 0;
+        do
+        :: ci < NCH -> rd[qv * NCH + ci] = 0; ci++
+        :: else -> break
+        od;
+        ci = 0;
+#ifdef BAD_ARM_UNSTARTED
+        pc = Q_PUSH                         /* known bad: no STARTED to clear */
+#else
+        pc = AR_CLR
+#endif
+       }
+    :: d_step {
+        /* smoe__load_start: armed: CAS loop clearing the STARTED the
+         * reservation set, while the word is this LOADING gen with STARTED */
+        pc == AR_CLR ->
+        if
+        :: GEN(word[qv]) == qg && ST(word[qv]) == LOADING && (word[qv] & W_STARTED) != 0 ->
+            word[qv] = word[qv] & ~W_STARTED;
+            check_slots()
+        :: else -> skip
+        fi;
+        pc = Q_PUSH
+       }
+    :: d_step {                             /* smoe__load_tokens: smoe__mpmc_push */
         pc == Q_PUSH ->
         if
         :: qdem -> assert(len(dq) < QCAP); dq!qv,qg
         :: else -> assert(len(sq) < QCAP); sq!qv,qg
         fi;
+        qn--;
+        if
+        :: qn > 0 -> skip
+        :: else ->
 #ifdef WORKER_FUTEX
-        pc = Q_SEQ
+            pc = Q_SEQ
 #else
-        pf_return()                         /* a worker waits for this (see worker) */
+            pf_return()                     /* a worker waits for this (see worker) */
 #endif
+        fi
        }
 #ifdef WORKER_FUTEX
     :: d_step {                             /* atomic_fetch_add(&work_seq, 1) */
@@ -735,8 +936,8 @@ progress_call:                              /* a call returned */
         :: else -> pf_return()
         fi
        }
-    :: atomic {                             /* smoe__park_wake(&work_seq, 1) */
-        pc == Q_WAKE -> wake_one_worker(); pf_return()
+    :: d_step {                             /* smoe__park_wake(&work_seq, NCH) */
+        pc == Q_WAKE -> wake_workers(); pf_return()
        }
 #endif
 
@@ -770,16 +971,18 @@ progress_call:                              /* a call returned */
             if
             :: ST(cw) == LOADING -> cws = cv; cww = cw; cr = C_EAGAIN
             :: ST(cw) == FAILED ->
-#ifdef CHECK_UNPIN
-                frep[cv] = 1;
+#ifdef UNPIN_BEFORE_ERR
+                /* the order of the C code: end the demand pin (CAS DEMAND
+                 * off), then read the error */
+                if
+                :: (cw & W_DEMAND) != 0 ->
+                    word[cv] = cw & ~W_DEMAND;
+                    frep[cv] = 1;
+                    check_slots()
+                :: else -> skip
+                fi;
 #endif
-#ifdef FIXES
-                /* proposed fix: the claim that reports the failure ends the
-                 * demand pin, as a successful claim does */
-                word[cv] = cw & ~W_DEMAND;
-                check_slots();
-#endif
-                cr = C_EFAILED
+                cr = C_NONE                 /* read the error next */
             :: ST(cw) == READY || ST(cw) == CONSUMED ->
 #ifdef BAD_TWO_STEP_CLAIM
                 cr = C_NONE                 /* known bad: take the reference later */
@@ -787,6 +990,7 @@ progress_call:                              /* a call returned */
                 /* CONSUMED, DEMAND off, refs + 1, in the CAS that checked it */
                 word[cv] = ((cw & ~(W_STATE_MASK | W_DEMAND)) | CONSUMED) + W_REF_ONE;
                 held[cv]++;
+                cref = 1;
                 check_slots();
                 cr = C_OK
 #endif
@@ -794,8 +998,57 @@ progress_call:                              /* a call returned */
             fi
         fi;
         if
-        :: cr == C_NONE -> pc = CO_INC
-        :: else -> co_return()
+        :: cr == C_NONE && ST(cw) == FAILED -> pc = CO_ERR     /* keeps cw */
+        :: cr == C_NONE && ST(cw) != FAILED -> pc = CO_INC; cw = 0
+        :: else -> cw = 0; co_return()
+        fi
+       }
+    :: d_step {
+        /* claim_once, FAILED (word cw): load err. 0: a prefetch has
+         * re-armed the slot for a retry since the word was read: look
+         * again (acquire load of the word, the loop above). Else the
+         * error is reported; a demand read's pin ends first, by a CAS
+         * from cw: while DEMAND is set no evictor can take the slot, so
+         * the error read is this load's. */
+        pc == CO_ERR ->
+        if
+        :: !err[cv] ->
+#ifdef FAILED_ERR_ONCE
+            cr = C_OK; co_return()          /* old: returns 0, SMOE_READY */
+#else
+            pc = CO_WORD
+#endif
+        :: err[cv] && (cw & W_DEMAND) != 0 ->
+#if defined(UNPIN_BEFORE_ERR)
+            cr = C_EFAILED; co_return()     /* unpinned already */
+#elif defined(PIN_FAILED)
+            if                              /* old: the pin stays */
+            :: word[cv] == cw -> frep[cv] = 1
+            :: else -> skip
+            fi;
+            cr = C_EFAILED; co_return()
+#else
+            pc = CO_UNPIN
+#endif
+        :: err[cv] && (cw & W_DEMAND) == 0 -> cr = C_EFAILED; co_return()
+        fi;
+        if
+        :: pc != CO_UNPIN -> cw = 0
+        :: else -> skip
+        fi
+       }
+    :: d_step {
+        /* claim_once, FAILED: CAS cw -> cw without DEMAND, then return the
+         * error; the CAS fails if the word moved: look again */
+        pc == CO_UNPIN ->
+        if
+        :: word[cv] == cw ->
+            word[cv] = cw & ~W_DEMAND;
+            frep[cv] = 1;
+            check_slots();
+            cr = C_EFAILED;
+            co_return()
+        :: else -> pc = CO_WORD
         fi;
         cw = 0
        }
@@ -804,6 +1057,7 @@ progress_call:                              /* a call returned */
         pc == CO_INC ->
         word[cv] = ((word[cv] & ~(W_STATE_MASK | W_DEMAND)) | CONSUMED) + W_REF_ONE;
         held[cv]++;
+        cref = 1;
         /* the reference must be on the expert and load that were checked */
         assert(KEY(word[cv]) == k && GEN(word[cv]) == cg);
         check_slots();
@@ -834,7 +1088,11 @@ progress_call:                              /* a call returned */
                 word[cws] = cww | W_WAITERS;
                 cww = cww | W_WAITERS;
                 check_slots();
+#if SHUTDOWN
                 pc = CW_STOP
+#else
+                pc = CW_FUTEX                   /* no shutdown: stop stays 0 */
+#endif
             :: else -> poll_again()      /* the word moved: do not sleep */
             fi
         :: else ->                      /* WAITERS was set: straight to atomic_load(&stop) */
@@ -851,8 +1109,7 @@ progress_call:                              /* a call returned */
         :: else -> pc = CW_FUTEX
         fi
        }
-#ifdef FIXES
-    :: d_step {                             /* proposed fix: atomic_fetch_and(word, ~WAITERS) */
+    :: d_step {                             /* park_on_slot: atomic_fetch_and(word, ~WAITERS) */
         pc == CW_STOPCLR ->
         if
         :: (word[cws] & W_WAITERS) != 0 ->
@@ -862,10 +1119,9 @@ progress_call:                              /* a call returned */
         :: else -> poll_again()
         fi
        }
-    :: d_step {                             /* proposed fix: smoe__park_wake(low32(word)) */
+    :: d_step {                             /* park_on_slot: smoe__park_wake(low32(word)) */
         pc == CW_STOPWAKE -> wake_slot(cws); poll_again()
        }
-#endif
     :: d_step {                             /* smoe__park_wait: sleep while low32 == expected */
         pc == CW_FUTEX ->
         if
@@ -876,7 +1132,7 @@ progress_call:                              /* a call returned */
     :: d_step {                             /* woken */
         pc == CW_SLEEP && csleep[id] == 0 -> poll_again()
        }
-#ifndef NO_BACKSTOP
+#ifdef BACKSTOP
     :: atomic {                             /* the 100 ms backstop */
         pc == CW_SLEEP && timeout -> csleep[id] = 0; poll_again()
        }
@@ -886,11 +1142,16 @@ progress_call:                              /* a call returned */
     :: d_step {                             /* smoe_release: release CAS loop, refs - 1 */
         pc == RL_REL ->
         /* What the caller read before releasing: the slot still holds this
-         * key and gen, and its bytes are the ones this load read. (Writes
-         * to data[] assert that nobody holds a reference, so a check here
-         * is as strong as one at every step in between.) */
+         * key and gen, and every chunk's bytes are the ones this load read.
+         * (Writes to data[] assert that nobody holds a reference, so a
+         * check here is as strong as one at every step in between.) */
         assert(KEY(word[cv]) == k && GEN(word[cv]) == cg);
-        assert(data[cv] == DATA(k, cg));
+        ci = 0;
+        do
+        :: ci < NCH -> assert(data[cv * NCH + ci] == DATA(k, cg)); ci++
+        :: else -> break
+        od;
+        ci = 0;
         cw = word[cv];
         assert(GEN(cw) == cg && KEY(cw) == k && ST(cw) == CONSUMED && REFS(cw) > 0);
         word[cv] = cw - W_REF_ONE;
@@ -899,25 +1160,75 @@ progress_call:                              /* a call returned */
         cw = 0;
         pc = H_DONE
        }
+
+    /* ---- smoe_cancel (prefetch.c) ---- */
+    :: d_step {                             /* acquire load of map[k] */
+        pc == CA_MAP ->
+        pme = map[k];
+        if
+        :: pme == MAP_NONE || pme == MAP_PENDING -> cr = C_ENOTRES; pf_clear(); pc = H_DONE
+        :: else -> pv = MAP_SLOT(pme); pg = MAP_GEN(pme); pc = CA_WORD
+        fi
+       }
+    :: d_step {                             /* acquire load of the word, CAS loop to EMPTY, gen + 1 */
+        pc == CA_WORD ->
+        pw = word[pv];
+        if
+        :: KEY(pw) != k || GEN(pw) != pg || ST(pw) != LOADING ->
+            cr = C_ENOTRES; pf_clear(); pc = H_DONE
+        :: (pw & (W_STARTED | W_DEMAND)) != 0 || (pw & W_SPEC) == 0 ->
+            cr = C_EBUSY; pf_clear(); pc = H_DONE
+        :: else ->
+            assert(CANCELLABLE(pw));
+#ifndef GEN_WRAPS
+            assert(pg + 1 < GEN_MOD);
+#endif
+            word[pv] = (((pg + 1) % GEN_MOD) << W_GEN_SHIFT) | EMPTY;
+            frep[pv] = 0;
+            check_slots();
+            pc = CA_MAPCLR
+        fi
+       }
+    :: d_step {                             /* CAS map[k] (v, gen) -> NONE */
+        pc == CA_MAPCLR ->
+        if
+        :: map[k] == pme -> map[k] = MAP_NONE
+        :: else -> skip
+        fi;
+        pc = CA_PUT
+       }
+    :: d_step {                             /* smoe__spec_put */
+        pc == CA_PUT ->
+        spec_put();
+        if
+        :: (pw & W_WAITERS) != 0 -> pc = CA_WAKE
+        :: else -> pf_clear(); pc = H_DONE
+        fi
+       }
+    :: d_step {                             /* wake the waiters of the old word */
+        pc == CA_WAKE -> wake_slot(pv); pf_clear(); pc = H_DONE
+       }
     od
 }
 
 /* ------------------------------------------------------------------ */
-/* worker (worker.c worker_main, run_request, smoe__slot_publish)       */
+/* worker (worker.c worker_main, run_request, load_done,                */
+/* smoe__slot_publish)                                                  */
 /* ------------------------------------------------------------------ */
 
-#define W_TOP    1     /* loop top: load stop, pop a request */
+#define W_TOP    1     /* loop top: load stop, pop a token */
 #define W_IDLE   2     /* (WORKER_FUTEX) idle++, load work_seq */
 #define W_POP2   3     /* (WORKER_FUTEX) pop once more */
 #define W_STOP2  4     /* (WORKER_FUTEX) load stop */
 #define W_FUTEX  5     /* (WORKER_FUTEX) futex wait on work_seq */
 #define W_SLEEP  6     /* (WORKER_FUTEX) asleep until woken */
-#define W_TAKE   7     /* run_request: LOADING -> LOADING|STARTED */
-#define W_READ   8     /* the read writes the slot */
-#define W_PUB    9     /* the read ends; smoe__slot_publish: the release CAS */
-#define W_PUT    10    /* smoe__slot_publish: smoe__spec_put */
-#define W_WAKE   11    /* smoe__slot_publish: wake the slot's waiters */
-#define W_EXIT   12
+#define W_TAKE   7     /* run_request: check the word, set STARTED */
+#define W_CHUNK  8     /* run_request: CAS chunk_next: take a chunk */
+#define W_READ   9     /* the chunk's read, the first error, the countdown */
+#define W_PUB    10    /* load_done, smoe__slot_publish: the release CAS */
+#define W_PUT    11    /* smoe__slot_publish: smoe__spec_put */
+#define W_WAKE   12    /* smoe__slot_publish: wake the slot's waiters */
+#define W_EXIT   13
 
 /* pop_request: demand first, then speculative. */
 inline pop_request()
@@ -932,12 +1243,30 @@ inline pop_request()
     fi
 }
 
+/* Forget the token's locals. */
+inline w_clear()
+{
+    ww = 0; wv = 0; wg = 0; wk = 0; wc = 0; wfail = 0; pc = W_TOP
+}
+
 /* smoe__slot_publish's release CAS loop: READY (or FAILED), STARTED and
  * WAITERS off; then the budget unit and the wake-up, as their own steps. */
 inline publish()
 {
     ww = word[wv];
-    assert(ST(ww) == LOADING && (ww & W_STARTED) != 0 && GEN(ww) == wg);
+    /* a load a worker has begun stays its load until published */
+    assert(ST(ww) == LOADING && GEN(ww) == wg && KEY(ww) == wk && armg[wv] == wg);
+    ci = 0;
+    do
+    :: ci < NCH ->
+        /* every chunk of the load was read exactly once ... */
+        assert(rd[wv * NCH + ci]);
+        /* ... and a READY slot holds this key and gen in every chunk */
+        assert(wfail || data[wv * NCH + ci] == DATA(wk, wg));
+        ci++
+    :: else -> break
+    od;
+    ci = 0;
 #ifdef BAD_FAIL_RECYCLE
     if
     :: wfail ->                             /* known bad: the slot goes back to EMPTY */
@@ -949,26 +1278,100 @@ inline publish()
                (wfail -> FAILED : READY);
 #endif
     check_slots();
-    wfail = 0;
     if
     :: (ww & W_SPEC) != 0 && (ww & W_DEMAND) == 0 -> pc = W_PUT
     :: (ww & W_SPEC) == 0 || (ww & W_DEMAND) != 0 ->
         if
         :: (ww & W_WAITERS) != 0 -> pc = W_WAKE
-        :: else -> ww = 0; wv = 0; wg = 0; pc = W_TOP
+        :: else -> w_clear()
         fi
+    fi
+}
+
+/* run_request: acquire load of chunk_next, CAS loop to the next chunk
+ * while its tag is the token's gen and a chunk is left. */
+inline take_chunk()
+{
+    if
+    :: CN_TAG_OK(cnext[wv], wg) && CN_IDX(cnext[wv]) < NCH ->
+        wc = CN_IDX(cnext[wv]);
+        cnext[wv] = cnext[wv] + 1;
+        if
+        :: armg[wv] == wg -> taken[wv]++
+        :: else -> skip
+        fi;
+        check_slots();
+        pc = W_READ
+    :: else -> w_clear()                    /* every chunk of this load is taken */
+    fi
+}
+
+/*
+ * The chunk's read returned, having failed (FAIL) or not: its bytes, the
+ * first error (CAS err 0 -> e), the acq_rel countdown. The read and the
+ * countdown are one step: the bytes are seen only through the
+ * publication, and only the last chunk's countdown is followed by a read
+ * of err (the relaxed load in load_done, merged here too), which a
+ * claimer's read of err (the only other one) commutes with. A failure is
+ * EIO, a short read, a read stopped by shutdown, or (for the last chunk) a
+ * checksum mismatch of the blob. Once a chunk of the load has failed, the
+ * others are modelled as succeeding: a second error changes nothing that
+ * can be seen (the first error wins, the slot's bytes are not published).
+ */
+inline read_chunk(FAIL)
+{
+    /* nobody reads a slot that a worker writes */
+    assert(held[wv] == 0);
+    /* a token reads only into its own load: the slot's current load, armed
+     * and of the token's gen */
+    assert(ST(word[wv]) == LOADING && GEN(word[wv]) == wg && KEY(word[wv]) == wk);
+    assert(armg[wv] == wg);
+    /* each chunk of the load is read once */
+    assert(!rd[wv * NCH + wc]);
+    rd[wv * NCH + wc] = 1;
+    if
+    :: FAIL -> data[wv * NCH + wc] = TORN; err[wv] = 1
+    :: else -> data[wv * NCH + wc] = DATA(wk, wg)
+    fi;
+    assert(cleft[wv] > 0);
+    cleft[wv]--;
+    if
+    :: cleft[wv] == 0 -> wfail = err[wv]; pc = W_PUB
+    :: else -> w_clear()
+    fi
+}
+
+/*
+ * run_request: acquire load of the word; CAS loop setting STARTED unless
+ * set (by the reservation, or by a worker that took a chunk of this load).
+ * Not this gen or not LOADING: a token of a cancelled, evicted, published
+ * or stale load: drop it.
+ */
+inline take_token()
+{
+    ww = word[wv];
+    if
+    :: ST(ww) == LOADING && GEN(ww) == wg ->
+        if
+        :: (ww & W_STARTED) == 0 -> word[wv] = ww | W_STARTED; check_slots()
+        :: else -> skip
+        fi;
+        wk = KEY(ww);
+        ww = 0;
+        pc = W_CHUNK
+    :: else -> w_clear()
     fi
 }
 
 /*
  * Without -DWORKER_FUTEX an idle worker simply waits until a queue holds a
- * request or stop is set: the idle/work_seq parking protocol is taken as
+ * token or stop is set: the idle/work_seq parking protocol is taken as
  * correct. With it, the protocol is modelled step by step (a producer's
  * push, work_seq++, load of idle and wake are then separate steps too).
  */
 proctype worker(byte id)
 {
-    byte pc = W_TOP, wv, wg;
+    byte pc = W_TOP, wv, wg, wk, wc;
     bit got, wfail;
     int ww;
 #ifdef WORKER_FUTEX
@@ -1021,6 +1424,16 @@ end_worker:                                 /* waiting for work is a valid end *
     :: d_step {                             /* woken; atomic_fetch_sub(&idle, 1) */
         pc == W_SLEEP && !wsleep[id] -> idle--; seq = 0; pc = W_TOP
        }
+#elif NWORKERS == 1
+    :: d_step {
+        /* pop_request (waits for work), and run_request's first step.
+         * With one worker nothing else pops, and a pop commutes with every
+         * step of the other threads (a push appends behind the token), so
+         * the pop may as well happen just before the word is read. */
+        pc == W_TOP && !stop && (len(dq) > 0 || len(sq) > 0) ->
+        pop_request();
+        take_token()
+       }
 #else
     :: d_step {                             /* pop_request (waits for work) */
         pc == W_TOP && !stop && (len(dq) > 0 || len(sq) > 0) ->
@@ -1028,47 +1441,50 @@ end_worker:                                 /* waiting for work is a valid end *
         pc = W_TAKE
        }
 #endif
-    :: d_step {                             /* run_request: acquire load + CAS loop to STARTED */
-        pc == W_TAKE ->
-        ww = word[wv];
+    :: d_step {                             /* run_request: the word (see take_token) */
+        pc == W_TAKE -> take_token()
+       }
+#if NWORKERS > 1
+    :: d_step {                             /* run_request: chunk_next (see take_chunk) */
+        pc == W_CHUNK -> take_chunk()
+       }
+    :: d_step {                             /* the chunk's read succeeds (see read_chunk) */
+        pc == W_READ -> read_chunk(0)
+       }
+    :: d_step {                             /* the chunk's read fails (see read_chunk) */
+        pc == W_READ && !err[wv] -> read_chunk(1)
+       }
+#else
+    /* With one worker nothing else touches chunk_next while a chunk is in
+     * flight (its load cannot be re-armed before the countdown: asserted),
+     * so taking the chunk and reading it are one step. */
+    :: d_step {
+        pc == W_CHUNK ->
+        take_chunk();
         if
-        :: ST(ww) == LOADING && GEN(ww) == wg && (ww & W_STARTED) == 0 ->
-            word[wv] = ww | W_STARTED;
-            check_slots();
-            ww = 0;
-            pc = W_READ
-        :: else ->                          /* cancelled, taken by another worker, or stale */
-            ww = 0; wv = 0; wg = 0; pc = W_TOP
+        :: pc == W_READ -> read_chunk(0)
+        :: else -> skip
         fi
        }
-    :: d_step {                             /* smoe__io_read_full starts writing the slot */
-        pc == W_READ -> assert(held[wv] == 0); data[wv] = TORN; pc = W_PUB
-       }
     :: d_step {
-        /* The read completes: the bytes of this load are in the slot;
-         * publish READY. (Only a reference holder could tell the end of
-         * the read from the publish, and there is none: asserted.) */
-        pc == W_PUB ->
-        assert(held[wv] == 0);
-        data[wv] = DATA(KEY(word[wv]), wg);
-        wfail = 0;
-        publish()
+        pc == W_CHUNK && CN_TAG_OK(cnext[wv], wg) && CN_IDX(cnext[wv]) < NCH && !err[wv] ->
+        take_chunk();
+        read_chunk(1)
        }
-    :: d_step {
-        /* The read fails (EIO, ETRUNC, ECHECKSUM, or stopped by shutdown):
-         * err[v] is set; publish FAILED. */
-        pc == W_PUB -> wfail = 1; publish()
+#endif
+    :: d_step {                             /* the last chunk: load_done, smoe__slot_publish */
+        pc == W_PUB -> publish()
        }
     :: d_step {                             /* smoe__slot_publish: smoe__spec_put */
         pc == W_PUT ->
         spec_put();
         if
         :: (ww & W_WAITERS) != 0 -> pc = W_WAKE
-        :: else -> ww = 0; wv = 0; wg = 0; pc = W_TOP
+        :: else -> w_clear()
         fi
        }
     :: d_step {                             /* smoe__park_wake(low32(word), INT_MAX) */
-        pc == W_WAKE -> wake_slot(wv); ww = 0; wv = 0; wg = 0; pc = W_TOP
+        pc == W_WAKE -> wake_slot(wv); w_clear()
        }
     :: pc == W_EXIT -> break
     od
@@ -1088,12 +1504,7 @@ proctype shutdown()
 #ifdef WORKER_FUTEX
         work_seq++;                         /* atomic_fetch_add(&work_seq, 1) */
         d_step {                            /* smoe__park_wake(&work_seq, INT_MAX) */
-            ci = 0;
-            do
-            :: ci < NWORKERS -> wsleep[ci] = 0; ci++
-            :: else -> break
-            od;
-            ci = 0
+            wake_workers()
         }
 #endif
         do
@@ -1118,8 +1529,8 @@ proctype shutdown()
 
 /*
  * Once nothing can move any more (every call returned, the workers
- * parked): without a shutdown no request may be left queued and no slot
- * left LOADING; either would be a lost worker wake-up.
+ * parked): without a shutdown no token may be left queued and no slot
+ * left LOADING; either would be a lost worker wake-up or a stranded load.
  */
 active proctype quiescent()
 {
@@ -1164,28 +1575,57 @@ init
         run host(2, OP_CLAIM, 1, 1);
 #elif CFG == 3
         run host(0, OP_WAIT, 1, 1);
-        run host(1, OP_WAIT, 1, 1);
-        run host(2, OP_DEMAND | OP_SPEC, 1, 1);
+        run host(1, OP_CLAIM, 1, 1);
+        run host(2, OP_SPEC | OP_DEMAND, 1, 1);
 #elif CFG == 4
-        run host(0, OP_WAIT | OP_CLAIM, 1, 1);
-        run host(1, OP_WAIT, 2, 1);
-        run host(2, OP_SPEC | OP_DEMAND, 3, 1);
+        run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
+        run host(1, OP_WAIT, 2, 1);                             /* claim_wait(B) */
+        run host(2, OP_SPEC | OP_DEMAND, 1, 1);                 /* A, either kind */
 #elif CFG == 5
         run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
         run host(1, OP_SPEC, 1, 1);                             /* spec A */
-        run host(2, OP_DEMAND, 2, 1);                           /* prefetch B */
+#elif CFG == 6
+        run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
+        run host(1, OP_DEMAND, 1, 1);                           /* prefetch A */
+        run host(2, OP_SPEC, 2, 1);                             /* spec B */
 #elif CFG == 7
         run host(0, OP_WAIT, 1, 1);
-#elif CFG == 6
+#elif CFG == 8
+        run host(0, OP_SPEC, 1, 1);                             /* spec A */
+        run host(1, OP_CANCEL, 1, 1);                           /* cancel A */
+        run host(2, OP_WAIT, 2, 1);                             /* claim_wait(B) */
+#elif CFG == 9
+        run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
+        run host(1, OP_WAIT, 2, 1);                             /* claim_wait(B) */
+#elif CFG == 10
+        run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
+        run host(1, OP_SPEC | (OP_DEMAND << 8), 1 | (1 << 4), 2);   /* spec A, prefetch A */
+#elif CFG == 11
+        run host(0, OP_WAIT, 1, 1);                             /* claim_wait(A) */
+        run host(1, OP_SPEC, 1, 1);                             /* spec A */
+        run host(2, OP_DEMAND, 2, 1);                           /* prefetch B */
+#elif CFG == 12
+        run host(0, OP_WAIT, 1, 1);
+        run host(1, OP_WAIT, 1, 1);
+        run host(2, OP_SPEC | (OP_DEMAND << 8), 1 | (1 << 4), 2);
+#elif CFG == 13
         /* Experts 0 (A), 1 (B), 2 (X). It starts where a demand prefetch
          * of X has finished: X READY in slot 0, pinned until claimed. */
         word[0] = READY | W_DEMAND | (2 << W_KEY_SHIFT) | (1 << W_GEN_SHIFT);
         map[2] = MAP_MAKE(0, 1);
-        data[0] = DATA(2, 1);
+        cnext[0] = CN_MAKE(1, NCH);
+        armg[0] = 1;
+        taken[0] = NCH;
+        ci = 0;
+        do
+        :: ci < NCH -> data[ci] = DATA(2, 1); rd[ci] = 1; ci++
+        :: else -> break
+        od;
+        ci = 0;
         run host(0, OP_WAIT, 1, 1);             /* claim_wait(A) */
         run host(1, OP_CLAIM, 1, 1);            /* claim(A), release */
         /* spec B, spec A, prefetch B */
-        run host(2, OP_SPEC | (OP_SPEC << 4) | (OP_DEMAND << 8), 2 | (1 << 4) | (2 << 8), 3);
+        run host(2, OP_SPEC | (OP_SPEC << 8) | (OP_DEMAND << 16), 2 | (1 << 4) | (2 << 8), 3);
 #endif
         run shutdown()
     }
