@@ -10,11 +10,14 @@
  *  - Preference: EMPTY first; then, by class, FAILED; CONSUMED with no
  *    references (retained); speculative READY never claimed; speculative
  *    reads queued but not started (evicting one cancels it). Within the
- *    best class the least recently used (smallest tick) wins.
+ *    best class the policy ranks: SMOE_EVICT_LRU takes the least recently
+ *    used (smallest tick); SMOE_EVICT_REUSE the lowest keep value
+ *    (evict_reuse.c), ties to the smallest tick.
  *  - The pick is only a proposal: the caller takes the slot with one CAS
  *    from the exact word seen here, and picks again if the word changed.
- *  - Work is one pass over the dense word and tick arrays: O(slots), a few
- *    microseconds for thousands of slots, against a read of milliseconds.
+ *  - Work is one pass over the dense word and tick arrays (and, for
+ *    reuse, the slots' cached scores): O(slots). docs/eviction.md, "Work
+ *    per eviction", has the measured cost at 64 to 65,536 slots.
  */
 #include "internal.h"
 
@@ -44,11 +47,14 @@ static int victim_class(uint64_t w, unsigned kind)
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word)
 {
     const uint32_t n = s->ring.nslots;
+    smoe__reuse *const reuse = s->reuse;
     /* relaxed: only where to start looking; any value is correct */
     uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
     int best_class = 4;
     uint64_t best_tick = UINT64_MAX, best_word = 0;
-    uint32_t best = UINT32_MAX;
+    double best_keep = 0;
+    float best_q = 0;
+    uint32_t best = UINT32_MAX, scanned = 0;
 
     for (uint32_t i = 0; i < n; i++) {
         uint32_t v = start + i < n ? start + i : start + i - n;
@@ -63,20 +69,36 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint6
             *word = w;
             return 1;
         }
+        scanned++;
         int c = victim_class(w, kind);
         if (c < 0 || c > best_class)
             continue;
         /* relaxed: ranking only (see smoe__touch) */
         uint64_t t = atomic_load_explicit(&s->ring.tick[v], memory_order_relaxed);
-        if (c < best_class || t < best_tick) {
+        if (reuse) {
+            float q;
+            double keep = smoe__reuse_keep(reuse, v, smoe__w_key(w), &q);
+            if (c < best_class || keep < best_keep || (keep == best_keep && t < best_tick)) {
+                best_class = c;
+                best_keep = keep;
+                best_q = q;
+                best_tick = t;
+                best = v;
+                best_word = w;
+            }
+        } else if (c < best_class || t < best_tick) {
             best_class = c;
             best_tick = t;
             best = v;
             best_word = w;
         }
     }
+    SMOE__COUNT(s, c_evict_scans, 1);
+    SMOE__COUNT(s, c_evict_scanned, scanned);
     if (best == UINT32_MAX)
         return 0;
+    if (reuse)
+        smoe__reuse_victim(reuse, best_q);
     *slot = best;
     *word = best_word;
     return 1;

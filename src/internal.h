@@ -17,6 +17,7 @@
 
 #include "smoe/smoe.h"
 #include "budget.h"
+#include "evict_reuse.h"
 #include "freq.h"
 #include "io.h"
 #include "mpmc.h"
@@ -35,6 +36,8 @@
  * that demand waits at most a short chunk per worker behind them. */
 #define SMOE__DEFAULT_CHUNK (4u << 20)
 #define SMOE__DEFAULT_SPEC_CHUNK (512u << 10)
+/* Eviction policy when opts.eviction is SMOE_EVICT_DEFAULT (docs/eviction.md) */
+#define SMOE__DEFAULT_EVICTION SMOE_EVICT_REUSE
 #define SMOE__MAX_WORKERS 256u
 #define SMOE__MAX_SLOTS (1u << 20)
 
@@ -88,6 +91,8 @@ struct smoe_stream {
     uint32_t spec_cap;       /* speculative reads in flight, at most */
     uint32_t chunk;          /* demand read chunk bytes, a multiple of 16 KiB */
     uint32_t spec_chunk;     /* speculative and pre-warm read chunk bytes */
+    uint32_t eviction;       /* SMOE_EVICT_LRU or SMOE_EVICT_REUSE */
+    smoe__reuse *reuse;      /* the reuse policy's state; NULL under LRU */
     smoe_log_fn log_fn;
     void *log_user;
 
@@ -106,7 +111,8 @@ struct smoe_stream {
     /* counters written by prefetching threads */
     alignas(64) _Atomic uint64_t c_prefetch_demand, c_prefetch_spec, c_hits, c_joins,
         c_misses, c_spec_queued, c_spec_skipped, c_spec_upgraded, c_spec_cancelled,
-        c_spec_wasted_bytes, c_full, c_evictions, c_worker_wakes;
+        c_spec_wasted_bytes, c_full, c_evictions, c_worker_wakes, c_evict_scans,
+        c_evict_scanned;
     /* counters written by claiming threads */
     alignas(64) _Atomic uint64_t c_claims, c_claim_hits, c_claim_waits, c_claim_wait_ns,
         c_releases, c_spec_used;

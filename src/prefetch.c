@@ -120,6 +120,8 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     }
     if (smoe__w_state(w) != SMOE__EMPTY)
         evicted(s, v, w);
+    if (s->reuse)
+        smoe__reuse_forget(s->reuse, v); /* a new key: its score is not ours */
     smoe__touch(s, v); /* a fresh tick, so a burst cannot evict its own head */
     /* release: pairs with the acquire loads of map entries in prefetch and
      * claim, which then read the slot word we set above */
@@ -179,6 +181,8 @@ static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, ui
     case SMOE__READY:
     case SMOE__CONSUMED:
         smoe__touch(s, v);
+        if (demand && s->reuse)
+            smoe__reuse_forget(s->reuse, v); /* its history is changing */
         if (demand)
             SMOE__COUNT(s, c_hits, 1);
         return SMOE_RESIDENT;
@@ -270,9 +274,14 @@ SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert, unsi
     }
     if (s->trace)
         smoe__trace_rec_add(s->trace, layer, expert);
+    if (s->reuse)
+        smoe__reuse_visit(s->reuse, layer);
     int r = smoe__prefetch_key(s, key, 0);
-    if (r >= 0)
+    if (r >= 0) {
         SMOE__COUNT(s, c_prefetch_demand, 1);
+        if (s->reuse)
+            smoe__reuse_use(s->reuse, key, layer);
+    }
     return r;
 }
 

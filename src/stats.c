@@ -63,6 +63,13 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.chunk_bytes = s->chunk;
     f.spec_chunk_bytes = s->spec_chunk;
     f.chunks_read = LOAD(s->c_chunks);
+    f.eviction = s->eviction;
+    f.evict_scans = LOAD(s->c_evict_scans);
+    f.evict_scanned = LOAD(s->c_evict_scanned);
+    if (s->reuse) {
+        f.evict_rescored = LOAD(s->reuse->c_rescored);
+        f.reuse_examples = LOAD(s->reuse->examples);
+    }
     f.ready_demand_p50_ns = smoe__lat_quantile(&s->lat_demand, 0.50, &f.ready_demand);
     f.ready_demand_p99_ns = smoe__lat_quantile(&s->lat_demand, 0.99, NULL);
     f.ready_spec_p50_ns = smoe__lat_quantile(&s->lat_spec, 0.50, &f.ready_spec);

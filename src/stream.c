@@ -81,7 +81,7 @@ static int check_opts(const smoe_open_opts *o)
     if (o->spec_share_pct > 100)
         return smoe__fail(SMOE_EINVAL, "open: opts.spec_share_pct %u is over 100",
                           o->spec_share_pct);
-    if (o->eviction > SMOE_EVICT_LRU)
+    if (o->eviction > SMOE_EVICT_REUSE)
         return smoe__fail(SMOE_EINVAL, "open: opts.eviction %u is not a SMOE_EVICT_* value",
                           o->eviction);
     if (o->chunk_bytes % SMOE__ALIGN)
@@ -177,6 +177,7 @@ static void stream_free(struct smoe_stream *s)
     free(s->workers);
     free(s->map);
     smoe__ring_free(&s->ring);
+    smoe__reuse_free(s->reuse);
     smoe__freq_free(&s->freq);
     smoe__vault_free(&s->vault);
     free(s);
@@ -251,6 +252,9 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     }
     for (size_t i = 0; i < nkeys; i++)
         atomic_init(&s->map[i], SMOE__MAP_NONE);
+    s->eviction = o.eviction ? o.eviction : SMOE__DEFAULT_EVICTION;
+    if (s->eviction == SMOE_EVICT_REUSE && (r = smoe__reuse_init(s)) < 0)
+        goto fail;
     if ((r = smoe__freq_open(s, &o)) < 0)
         goto fail;
     for (uint32_t i = 0; i < s->nworkers; i++) {

@@ -60,9 +60,11 @@ static void fx_free(struct fx *f)
     free(f);
 }
 
-static smoe_stream *open_ring(struct fx *f, uint32_t slots, uint32_t workers, unsigned flags)
+static smoe_stream *open_ring_ev(struct fx *f, uint32_t slots, uint32_t workers,
+                                 unsigned flags, uint32_t eviction)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.eviction = eviction;
     o.ring_slots = slots;
     o.workers = workers;
     o.flags = flags | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
@@ -71,6 +73,11 @@ static smoe_stream *open_ring(struct fx *f, uint32_t slots, uint32_t workers, un
     if (r != 0)
         fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
     return s;
+}
+
+static smoe_stream *open_ring(struct fx *f, uint32_t slots, uint32_t workers, unsigned flags)
+{
+    return open_ring_ev(f, slots, workers, flags, SMOE_EVICT_DEFAULT);
 }
 
 static smoe_stats stats(smoe_stream *s)
@@ -152,7 +159,7 @@ static void lru_evicts_least_recent_idle(void **state)
 {
     (void)state;
     struct fx *f = fx_new(1, 8, 16384, 16384);
-    smoe_stream *s = open_ring(f, 4, 1, 0);
+    smoe_stream *s = open_ring_ev(f, 4, 1, 0, SMOE_EVICT_LRU);
     for (uint32_t e = 0; e < 4; e++)
         claim_release(s, 0, e, SMOE_READY);
     claim_release(s, 0, 0, SMOE_HIT); /* 0 is now the most recent; 1 the least */

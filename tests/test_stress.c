@@ -262,7 +262,7 @@ static void check_map(smoe_stream *s)
 }
 
 static void run_stress(const char *path, double seconds, unsigned fail_permille,
-                       const char *what)
+                       uint32_t eviction, const char *what)
 {
     struct shared *sh = calloc(1, sizeof *sh);
     assert_non_null(sh);
@@ -279,6 +279,7 @@ static void run_stress(const char *path, double seconds, unsigned fail_permille,
     o.workers = 4;
     o.verify = SMOE_VERIFY_ON;
     o.chunk_bytes = g_chunk; /* blobs of up to 7 chunks, spread over workers */
+    o.eviction = eviction;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
     int r = smoe_open(path, &o, &sh->s);
     /* A vault on a failing disk (SMOE_STRESS_VAULT): opening reads the
@@ -385,12 +386,16 @@ static void run_stress(const char *path, double seconds, unsigned fail_permille,
 static void stress(void **state)
 {
     (void)state;
+    /* Each eviction policy for half the time: reuse's scans read and write
+     * its statistics from every prefetching thread. */
     if (g_vault) {
-        run_stress(g_vault, g_seconds, 0, "stress");
+        run_stress(g_vault, g_seconds / 2, 0, SMOE_EVICT_REUSE, "stress, reuse eviction");
+        run_stress(g_vault, g_seconds / 2, 0, SMOE_EVICT_LRU, "stress, lru eviction");
         return;
     }
     struct vault_fx v = make_vault();
-    run_stress(v.path, g_seconds, 0, "stress");
+    run_stress(v.path, g_seconds / 2, 0, SMOE_EVICT_REUSE, "stress, reuse eviction");
+    run_stress(v.path, g_seconds / 2, 0, SMOE_EVICT_LRU, "stress, lru eviction");
     free_vault(&v);
 }
 
@@ -401,7 +406,7 @@ static void stress_with_faults(void **state)
         skip();
     struct vault_fx v = make_vault();
     double secs = g_seconds / 6 < 1 ? 1 : g_seconds / 6;
-    run_stress(v.path, secs, 100, "stress, 10% of reads failing");
+    run_stress(v.path, secs, 100, SMOE_EVICT_DEFAULT, "stress, 10% of reads failing");
     free_vault(&v);
 }
 

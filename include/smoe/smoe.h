@@ -236,8 +236,9 @@ enum {
 
 /* smoe_open_opts.eviction */
 enum {
-    SMOE_EVICT_DEFAULT = 0,
-    SMOE_EVICT_LRU = 1
+    SMOE_EVICT_DEFAULT = 0, /* the library's default (docs/eviction.md) */
+    SMOE_EVICT_LRU = 1,     /* least recently used */
+    SMOE_EVICT_REUSE = 2    /* learned chance of reuse, less layer distance */
 };
 
 typedef struct smoe_open_opts {
@@ -532,6 +533,12 @@ typedef struct smoe_stats {
     uint64_t prewarm_reads;       /* reads queued by pre-warm */
     uint64_t prewarm_hits;        /* of which later claimed */
     uint64_t spec_chunk_bytes;    /* speculative and pre-warm read chunk in effect */
+    /* since 1.0: eviction (docs/eviction.md) */
+    uint64_t eviction;            /* SMOE_EVICT_* in effect (never DEFAULT) */
+    uint64_t evict_scans;         /* victim scans: loads that found no EMPTY slot at once */
+    uint64_t evict_scanned;       /* slots those scans looked at */
+    uint64_t evict_rescored;      /* reuse: slot scores recomputed by scans */
+    uint64_t reuse_examples;      /* reuse: demand requests' examples learned from */
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */

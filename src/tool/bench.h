@@ -24,6 +24,8 @@ enum bench_mode {
     BENCH_PAGECACHE,
     BENCH_MMAP,
     BENCH_DIRECT,
+    BENCH_SMOE_LRU,   /* the library under SMOE_EVICT_LRU (--sweep, or asked for) */
+    BENCH_SMOE_REUSE, /* the library under SMOE_EVICT_REUSE */
     BENCH_N_MODES
 };
 
@@ -53,6 +55,7 @@ typedef struct bench_cfg {
     uint32_t open_flags;     /* SMOE_OPEN_* */
     uint32_t verify;         /* SMOE_VERIFY_* */
     uint32_t chunk;          /* library read chunk (0: its default) */
+    uint32_t eviction;       /* SMOE_EVICT_* of smoe and smoe+spec (0: the default) */
     int drop_caches;         /* drop the page cache before each mode (needs root) */
     int use_cgroup;          /* limit the page-cache modes (needs root) */
     int progress;            /* progress line on stderr */
@@ -110,6 +113,8 @@ typedef struct bench_result {
     uint64_t io_mode, verify, workers, full, claim_waits;
     uint64_t spec_issued, spec_queued, spec_skipped, spec_used, spec_wasted_bytes;
     uint64_t spec_upgraded, spec_cancelled, evictions;
+    uint64_t eviction;        /* SMOE_EVICT_* in effect */
+    uint64_t evict_scans, evict_scanned;
     uint64_t chunk_bytes;     /* time from prefetch to READY, per load: */
     uint64_t ready_demand_p50_ns, ready_demand_p99_ns, ready_spec_p50_ns, ready_spec_p99_ns;
 } bench_result;
@@ -165,13 +170,15 @@ int bench_drop_caches(char *err, size_t errlen);
 typedef struct bench_sim {
     uint64_t memory;
     uint32_t slots;
-    double lru, opt;
+    double lru, opt;  /* every request in trace order (sim.h) */
+    double lfu;       /* decayed LFU, replayed layer step by step (sim_policy.h) */
+    double reuse;     /* the reuse policy, likewise */
 } bench_sim;
 
-/* One point of --sweep. */
+/* One point of --sweep: the library under each policy, the page cache. */
 typedef struct bench_point {
     bench_sim sim;
-    bench_result smoe, pagecache;
+    bench_result lru, reuse, pagecache;
 } bench_point;
 
 /* Reports (bench_report.c). */

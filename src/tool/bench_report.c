@@ -59,8 +59,8 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            env->read_ahead_kb, cfg->os_advice == BENCH_ADVICE_NORMAL ? "" :
            cfg->os_advice == BENCH_ADVICE_RANDOM ? ", random-access advice (no read-ahead)" :
            ", random-access advice plus WILLNEED of each expert");
-    printf("offline at %u slots: LRU hit rate %.3f, optimal (Belady) %.3f\n", sim->slots,
-           sim->lru, sim->opt);
+    printf("offline at %u slots: hit rate LRU %.3f, decayed LFU %.3f, reuse %.3f, optimal "
+           "(Belady) %.3f\n", sim->slots, sim->lru, sim->lfu, sim->reuse, sim->opt);
 }
 
 void bench_print_table(const bench_env *env, const bench_result *res, int n)
@@ -107,10 +107,14 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
     }
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
-        if (!r->ok || (r->mode != BENCH_SMOE && r->mode != BENCH_SMOE_SPEC))
+        if (!r->ok || r->mode == BENCH_PAGECACHE || r->mode == BENCH_MMAP ||
+            r->mode == BENCH_DIRECT)
             continue;
-        printf("%s: %llu KiB chunks; prefetch to READY: demand p50 %.2f ms, p99 %.2f ms",
-               bench_mode_name(r->mode), (unsigned long long)r->chunk_bytes / 1024,
+        printf("%s: %s eviction, %.1f slots scanned per scan; %llu KiB chunks; prefetch to READY: demand p50 %.2f ms, p99 %.2f ms",
+               bench_mode_name(r->mode),
+               r->eviction == SMOE_EVICT_LRU ? "lru" : r->eviction == SMOE_EVICT_REUSE ? "reuse" : "?",
+               ratio((double)r->evict_scanned, (double)r->evict_scans),
+               (unsigned long long)r->chunk_bytes / 1024,
                r->ready_demand_p50_ns / 1e6, r->ready_demand_p99_ns / 1e6);
         if (r->mode == BENCH_SMOE_SPEC)
             printf("; speculative p50 %.2f ms, p99 %.2f ms", r->ready_spec_p50_ns / 1e6,
@@ -195,8 +199,14 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
     add_u64(o, "cgroup_peak_bytes", r->cgroup_peak);
     add_b(o, "caches_dropped", r->caches_dropped);
     add_u64(o, "workers", r->workers);
-    if (r->mode == BENCH_SMOE || r->mode == BENCH_SMOE_SPEC) {
+    if (r->mode == BENCH_SMOE || r->mode == BENCH_SMOE_SPEC || r->mode == BENCH_SMOE_LRU ||
+        r->mode == BENCH_SMOE_REUSE) {
         json_object *l = json_object_new_object();
+        add_s(l, "eviction", r->eviction == SMOE_EVICT_LRU     ? "lru"
+                             : r->eviction == SMOE_EVICT_REUSE ? "reuse"
+                                                               : "?");
+        add_u64(l, "evict_scans", r->evict_scans);
+        add_u64(l, "evict_scanned", r->evict_scanned);
         add_s(l, "io_mode", r->io_mode == 1 ? "direct" : r->io_mode == 2 ? "buffered" : "?");
         add_b(l, "verify", (int)r->verify);
         add_u64(l, "full", r->full);
@@ -286,6 +296,8 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
     add_u64(off, "slots", sim->slots);
     add_d(off, "lru_hit_rate", sim->lru);
     add_d(off, "opt_hit_rate", sim->opt);
+    add_d(off, "lfu_hit_rate", sim->lfu);
+    add_d(off, "reuse_hit_rate", sim->reuse);
     json_object_object_add(root, "offline", off);
 
     const bench_result *smoe = find(res, n, BENCH_SMOE);
@@ -302,7 +314,10 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
             add_u64(p, "slots", pts[i].sim.slots);
             add_d(p, "lru_hit_rate", pts[i].sim.lru);
             add_d(p, "opt_hit_rate", pts[i].sim.opt);
-            json_object_object_add(p, "smoe", result_json(&pts[i].smoe, NULL));
+            add_d(p, "lfu_hit_rate", pts[i].sim.lfu);
+            add_d(p, "reuse_hit_rate", pts[i].sim.reuse);
+            json_object_object_add(p, "smoe_lru", result_json(&pts[i].lru, NULL));
+            json_object_object_add(p, "smoe_reuse", result_json(&pts[i].reuse, NULL));
             json_object_object_add(p, "pagecache", result_json(&pts[i].pagecache, NULL));
             json_object_array_add(sw, p);
         }
@@ -352,21 +367,21 @@ int bench_write_plot(const bench_env *env, const bench_point *pts, int n_pts)
     for (int i = 0; i < n_pts; i++) {
         const bench_point *p = &pts[i];
         double x = 100.0 * ratio((double)p->sim.memory, (double)env->total_padded);
-        fprintf(g, "%.4f %.5f %.5f ", x, p->sim.lru, p->sim.opt);
-        if (p->smoe.ok)
-            fprintf(g, "%.5f ", hit_rate(&p->smoe));
-        else
-            fprintf(g, "NaN ");
+        fprintf(g, "%.4f %.5f %.5f %.5f ", x, p->sim.lru, p->sim.opt, p->sim.lfu);
+        fprintf(g, p->lru.ok ? "%.5f " : "NaN ", hit_rate(&p->lru));
+        fprintf(g, p->reuse.ok ? "%.5f " : "NaN ", hit_rate(&p->reuse));
         if (p->pagecache.ok)
             fprintf(g, "%.5f\n", hit_rate(&p->pagecache));
         else
             fprintf(g, "NaN\n");
     }
     fprintf(g, "EOD\n");
-    fprintf(g, "plot $d using 1:3 with linespoints dt 3 title \"optimal (simulated)\", "
-               "$d using 1:4 with linespoints lw 4 title \"smoe (measured)\", "
+    fprintf(g, "plot $d using 1:3 with linespoints dt 3 title \"Belady (simulated)\", "
+               "$d using 1:6 with linespoints lw 4 title \"smoe, reuse (measured)\", "
+               "$d using 1:5 with linespoints lw 2 title \"smoe, lru (measured)\", "
+               "$d using 1:4 with linespoints dt 2 title \"decayed LFU (simulated)\", "
                "$d using 1:2 with linespoints dt 2 pt 6 ps 2 title \"LRU (simulated)\", "
-               "$d using 1:5 with linespoints title \"page cache (measured, mincore)\"\n");
+               "$d using 1:7 with linespoints title \"page cache (measured, mincore)\"\n");
     int rc = pclose(g);
     if (rc != 0) {
         fprintf(stderr, "smoe bench: gnuplot failed (status %d) writing %s\n", rc,

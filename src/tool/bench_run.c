@@ -24,6 +24,8 @@ const char *bench_mode_name(int mode)
     case BENCH_PAGECACHE: return "pagecache";
     case BENCH_MMAP: return "mmap";
     case BENCH_DIRECT: return "direct";
+    case BENCH_SMOE_LRU: return "smoe-lru";
+    case BENCH_SMOE_REUSE: return "smoe-reuse";
     default: return "?";
     }
 }
@@ -159,7 +161,8 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user, doubl
 
 static void run_in_child(const bench_env *env, int mode, uint64_t memory, bench_result *r)
 {
-    if (mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC)
+    if (mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC || mode == BENCH_SMOE_LRU ||
+        mode == BENCH_SMOE_REUSE)
         bench_run_smoe(env, mode == BENCH_SMOE_SPEC, memory, r);
     else
         bench_run_os(env, mode, memory, r);

@@ -140,6 +140,9 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     o.flags = cfg->open_flags;
     o.verify = cfg->verify;
     o.chunk_bytes = cfg->chunk;
+    o.eviction = r->mode == BENCH_SMOE_LRU     ? SMOE_EVICT_LRU
+                 : r->mode == BENCH_SMOE_REUSE ? SMOE_EVICT_REUSE
+                                               : cfg->eviction;
     o.top_k = env->trace.top_k;
     smoe_stream *s = NULL;
     int rc = smoe_open(cfg->vault, &o, &s);
@@ -174,6 +177,9 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         r->spec_upgraded = st.spec_upgraded;
         r->spec_cancelled = st.spec_cancelled;
         r->evictions = st.evictions;
+        r->eviction = st.eviction;
+        r->evict_scans = st.evict_scans;
+        r->evict_scanned = st.evict_scanned;
         r->chunk_bytes = st.chunk_bytes;
         r->ready_demand_p50_ns = st.ready_demand_p50_ns;
         r->ready_demand_p99_ns = st.ready_demand_p99_ns;

@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "io.h"
 #include "sim.h"
+#include "sim_policy.h"
 #include "tool.h"
 #include "vault.h"
 
@@ -26,7 +27,10 @@ static int usage(void)
         "Replay a routing trace (docs/trace-format.md) against a vault and compare the\n"
         "library with the operating system's caches at equal memory.\n"
         "  --mode M          smoe, pagecache, mmap, direct, or all (default smoe);\n"
-        "                    a comma list runs several\n"
+        "                    a comma list runs several; smoe-lru and smoe-reuse run\n"
+        "                    the library under one eviction policy\n"
+        "  --eviction P      the policy of smoe and smoe+spec: lru or reuse (default:\n"
+        "                    the library's, docs/eviction.md)\n"
         "  --memory SIZE     cache budget: bytes (4G, 300M) or a share of the vault\n"
         "                    (10%%); the ring gets SIZE / slot size slots, and as root\n"
         "                    pagecache and mmap run in a cgroup limited to SIZE plus\n"
@@ -38,8 +42,9 @@ static int usage(void)
         "                    speculatively (when the trace has them)\n"
         "  --spec-next-layer also run smoe prefetching the previous token's experts of\n"
         "                    the next layer speculatively\n"
-        "  --sweep LIST      also run smoe and pagecache at each size of a comma list\n"
-        "                    (e.g. 5%%,10%%,25%%,50%%) for the hit-rate plot\n"
+        "  --sweep LIST      at each size of a comma list (e.g. 5%%,10%%,25%%,50%%), also\n"
+        "                    run the library under lru and under reuse and the page\n"
+        "                    cache, and simulate LRU, decayed LFU, reuse and Belady\n"
         "  --json FILE       write every figure as JSON\n"
         "  --plot FILE.png   plot hit rate against cache size (needs --sweep, gnuplot)\n"
         "  --verify on|off   check blob hashes in the library (default: its default)\n"
@@ -93,6 +98,10 @@ static int parse_modes(const char *s, unsigned *modes)
             *modes |= 1u << BENCH_MMAP;
         else if (!strcmp(tok, "direct"))
             *modes |= 1u << BENCH_DIRECT;
+        else if (!strcmp(tok, "smoe-lru"))
+            *modes |= 1u << BENCH_SMOE_LRU;
+        else if (!strcmp(tok, "smoe-reuse"))
+            *modes |= 1u << BENCH_SMOE_REUSE;
         else
             return -1;
     }
@@ -172,8 +181,13 @@ static int read_ahead_kb(const char *path)
 #endif
 }
 
-static int simulate(const bench_env *env, const uint32_t *keys, size_t n, uint64_t memory,
-                    bench_sim *out)
+static double sim_rate(const sim_result *r)
+{
+    return r->requests ? (double)r->hits / (double)r->requests : 0.0;
+}
+
+static int simulate(const bench_env *env, const uint32_t *keys, size_t n,
+                    const simp_steps *steps, uint64_t memory, bench_sim *out)
 {
     out->memory = memory;
     uint64_t slots = memory / env->slot_bytes;
@@ -183,13 +197,25 @@ static int simulate(const bench_env *env, const uint32_t *keys, size_t n, uint64
     if (sim_lru_keys(keys, n, n_keys, out->slots, &lru) ||
         sim_opt_keys(keys, n, n_keys, out->slots, &opt))
         return tool_error("bench", "out of memory in the simulators"), -1;
-    out->lru = lru.requests ? (double)lru.hits / (double)lru.requests : 0.0;
-    out->opt = opt.requests ? (double)opt.hits / (double)opt.requests : 0.0;
+    out->lru = sim_rate(&lru);
+    out->opt = sim_rate(&opt);
+    simp_params p;
+    sim_result r;
+    simp_params_default(&p, SIMP_LFU);
+    if (simp_run(steps, out->slots, &p, &r, NULL, NULL))
+        return tool_error("bench", "out of memory in the simulators"), -1;
+    out->lfu = sim_rate(&r);
+    simp_params_default(&p, SIMP_REUSE);
+    if (simp_run(steps, out->slots, &p, &r, NULL, NULL))
+        return tool_error("bench", "out of memory in the simulators"), -1;
+    out->reuse = sim_rate(&r);
     return 0;
 }
 
 int cmd_bench(int argc, char **argv)
 {
+    simp_steps steps;
+    memset(&steps, 0, sizeof steps);
     bench_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.workers = 16;
@@ -275,6 +301,13 @@ int cmd_bench(int argc, char **argv)
                 cfg.os_advice = BENCH_ADVICE_WILLNEED;
             else
                 bad = 1;
+        } else if (!strcmp(a, "--eviction")) {
+            if (!strcmp(v, "lru"))
+                cfg.eviction = SMOE_EVICT_LRU;
+            else if (!strcmp(v, "reuse"))
+                cfg.eviction = SMOE_EVICT_REUSE;
+            else
+                bad = 1;
         } else if (!strcmp(a, "--verify")) {
             if (!strcmp(v, "on"))
                 cfg.verify = SMOE_VERIFY_ON;
@@ -356,8 +389,15 @@ int cmd_bench(int argc, char **argv)
         tool_error("bench", "out of memory");
         goto done;
     }
+    simp_shape shape;
+    memset(&shape, 0, sizeof shape);
+    shape.tok_end = env.n_tokens;
+    if (simp_steps_from_trace(&env.trace, &shape, &steps) < 0) {
+        tool_error("bench", "out of memory");
+        goto done;
+    }
     bench_sim sim;
-    if (simulate(&env, keys, n_keys, cfg.memory, &sim) < 0)
+    if (simulate(&env, keys, n_keys, &steps, cfg.memory, &sim) < 0)
         goto done;
 
     char cg_note[256];
@@ -388,20 +428,26 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < cfg.n_sweep; i++) {
         bench_point *p = &pts[n_pts++];
         memset(p, 0, sizeof *p);
-        if (simulate(&env, keys, n_keys, cfg.sweep[i], &p->sim) < 0)
+        if (simulate(&env, keys, n_keys, &steps, cfg.sweep[i], &p->sim) < 0)
             goto done;
-        bench_run_mode(&env, BENCH_SMOE, cfg.sweep[i], &p->smoe);
+        bench_run_mode(&env, BENCH_SMOE_LRU, cfg.sweep[i], &p->lru);
+        bench_run_mode(&env, BENCH_SMOE_REUSE, cfg.sweep[i], &p->reuse);
         bench_run_mode(&env, BENCH_PAGECACHE, cfg.sweep[i], &p->pagecache);
-        all_ok &= p->smoe.ok && p->pagecache.ok;
+        all_ok &= p->lru.ok && p->reuse.ok && p->pagecache.ok;
         if (i == 0)
-            printf("\nsweep: %-10s %6s %8s %8s %8s %10s\n", "MiB", "slots", "LRU", "optimal",
-                   "smoe", "pagecache");
-        printf("       %-10.1f %6u %8.3f %8.3f %8.3f %10.3f%s\n",
-               (double)cfg.sweep[i] / 1048576.0, p->sim.slots, p->sim.lru, p->sim.opt,
-               p->smoe.requests ? (double)p->smoe.hits / (double)p->smoe.requests : 0.0,
+            printf("\nsweep: hit rates; simulated: LRU, decayed LFU, reuse, Belady; measured: "
+                   "the library under lru and reuse, the page cache\n"
+                   "       %-10s %6s %7s %7s %7s %7s %9s %10s %9s\n", "MiB", "slots", "LRU",
+                   "LFU", "reuse", "Belady", "smoe-lru", "smoe-reuse", "pagecache");
+        printf("       %-10.1f %6u %7.3f %7.3f %7.3f %7.3f %9.3f %10.3f %9.3f%s\n",
+               (double)cfg.sweep[i] / 1048576.0, p->sim.slots, p->sim.lru, p->sim.lfu,
+               p->sim.reuse, p->sim.opt,
+               p->lru.requests ? (double)p->lru.hits / (double)p->lru.requests : 0.0,
+               p->reuse.requests ? (double)p->reuse.hits / (double)p->reuse.requests : 0.0,
                p->pagecache.requests
                    ? (double)p->pagecache.hits / (double)p->pagecache.requests : 0.0,
-               p->smoe.ok && p->pagecache.ok ? "" : "  (a run failed, see the JSON)");
+               p->lru.ok && p->reuse.ok && p->pagecache.ok ? ""
+                                                           : "  (a run failed, see the JSON)");
         fflush(stdout);
     }
     if (bench_write_json(&env, &sim, res, n_res, pts, n_pts, cg_note) < 0)
@@ -410,6 +456,7 @@ int cmd_bench(int argc, char **argv)
         all_ok = 0;
     rc = all_ok ? 0 : 1;
 done:
+    simp_steps_free(&steps);
     free(keys);
     free(env.blobs);
     tool_trace_free(&env.trace);
