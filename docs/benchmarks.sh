@@ -5,8 +5,8 @@
 #   BUILD_DIR   a cmake build of this repository (holds src/tool/smoe)
 #   WORK_DIR    where the vaults (6 GiB) and the results go
 #   TRACES_DIR  the real routing traces (gpt-oss-20b-*.trace.gz, mixtral8x7b-*.trace)
-#   PHASE       vaults read replay workers sweep spec advice chunks summary
-#               chunk-summary (default: all)
+#   PHASE       vaults read replay workers sweep spec advice chunks chunk-spec
+#               summary chunk-summary (default: all)
 # Needs root for dropping the page cache and for the memory cgroups, fio and
 # jq for the cold-throughput and summary phases, gnuplot for the plot.
 set -eu
@@ -15,7 +15,7 @@ SMOE=$1/src/tool/smoe
 W=$2
 T=$3
 shift 3
-PHASES=${*:-vaults read replay workers sweep spec advice chunks summary chunk-summary}
+PHASES=${*:-vaults read replay workers sweep spec advice chunks chunk-spec summary chunk-summary}
 mkdir -p "$W"
 GPT=$W/gpt-oss-20b-shape.smoe
 MIX=$W/mixtral-8x7b-shape.smoe
@@ -111,9 +111,21 @@ chunks)
                     --json "$W/chunk-w$w-c$c-r$r.json" > /dev/null
             done
         done
-        for c in 2M 8M; do
+    done
+    ;;
+chunk-spec)
+    # Next-layer speculation on and off at 10%: whole 8 MiB reads, 2 MiB
+    # chunks, and the library's defaults (4 MiB demand, 512 KiB speculative
+    # chunks), 3 rounds.
+    [ -f "$G8" ] || "$SMOE" gen --out "$G8" --layers 24 --experts 32 --blob-bytes 8M \
+        --top-k 4 --model gpt-oss-20b-8m
+    for r in 1 2 3; do
+        for c in 2M 8M default; do
+            chunk="--chunk $c"
+            [ $c = default ] && chunk=""
+            # shellcheck disable=SC2086
             "$SMOE" bench --vault "$G8" --trace "$T/gpt-oss-20b-mmlu-test.trace.gz" \
-                --mode smoe --memory 10% --tokens 40 --chunk $c --spec-next-layer \
+                --mode smoe --memory 10% --tokens 40 $chunk --spec-next-layer \
                 --no-progress --json "$W/chunk-spec-c$c-r$r.json" > /dev/null
         done
     done
@@ -133,7 +145,7 @@ chunk-summary)
     echo
     echo "| chunk | wait ms/token, spec off | spec on | change | coverage off | on | demand READY p50 off / on ms |"
     echo "|---|---|---|---|---|---|---|"
-    for c in 2M 8M; do
+    for c in 2M 8M default; do
         jq -s -r --arg c $c '
           def med(f): (map(f) | sort | .[length / 2 | floor]);
           (map(.modes[] | select(.mode == "smoe"))) as $off |
@@ -144,8 +156,8 @@ chunk-summary)
     done
     ;;
 summary)
-    echo "| trace | memory | smoe wait ms/token | pagecache / smoe | mmap / smoe | direct / smoe | smoe hit | LRU | optimal | pagecache hit |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo "| trace | memory | smoe wait ms/token | pagecache / smoe | mmap / smoe | direct / smoe | smoe hit | LRU | reuse | optimal | pagecache hit |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     for f in "$W"/gpt-oss-*-10.json "$W"/gpt-oss-*-25.json "$W"/mixtral8x7b-*-10.json \
              "$W"/mixtral8x7b-*-25.json; do
         [ -f "$f" ] || continue
@@ -153,7 +165,7 @@ summary)
           def m(n): (.modes[] | select(.mode == n));
           def r(x): (x * 100 | round / 100 | tostring);
           def h(x): (x * 1000 | round / 1000 | tostring);
-          "| \(.trace.path | split("/") | last | sub("\\.trace(\\.gz)?$"; "")) | \(.config.memory_fraction * 100 | round)% | \(m("smoe").wait_us_per_token.mean / 1000 | round) | \(r(m("pagecache").vs_smoe.wait_mean))x | \(r(m("mmap").vs_smoe.wait_mean))x | \(r(m("direct").vs_smoe.wait_mean))x | \(h(m("smoe").hit_rate)) | \(h(.offline.lru_hit_rate)) | \(h(.offline.opt_hit_rate)) | \(h(m("pagecache").hit_rate)) |"' "$f"
+          "| \(.trace.path | split("/") | last | sub("\\.trace(\\.gz)?$"; "")) | \(.config.memory_fraction * 100 | round)% | \(m("smoe").wait_us_per_token.mean / 1000 | round) | \(r(m("pagecache").vs_smoe.wait_mean))x | \(r(m("mmap").vs_smoe.wait_mean))x | \(r(m("direct").vs_smoe.wait_mean))x | \(h(m("smoe").hit_rate)) | \(h(.offline.lru_hit_rate)) | \(h(.offline.reuse_hit_rate)) | \(h(.offline.opt_hit_rate)) | \(h(m("pagecache").hit_rate)) |"' "$f"
     done
     ;;
 *)

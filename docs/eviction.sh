@@ -1,10 +1,14 @@
 #!/bin/sh
 # docs/eviction.sh - reproduce every table of docs/eviction.md.
 #
-# usage: docs/eviction.sh TRACE_DIR [SMOE]
+# usage: docs/eviction.sh TRACE_DIR [SMOE [BENCH_EVICT]]
 #   TRACE_DIR  the folder of the real routing traces (gpt-oss-20b-*.trace.gz,
 #              mixtral8x7b-*.trace)
 #   SMOE       the smoe tool (default build/src/tool/smoe)
+#   BENCH_EVICT the scan micro-benchmark (default build/tests/bench_evict)
+# SMOE_EVICTION_LIBRARY=1 also runs the library sections (12 and 13: the
+# library in `smoe bench`, about 15 minutes, needs root for the page cache
+# limits, writes vaults of 50 MiB and 3 GiB under $TMPDIR).
 # Output: one section per table, as printed by `smoe sim`. The synthetic
 # traces are written by `smoe trace-gen` into a temporary folder, removed
 # at the end. About ten minutes on one core.
@@ -15,6 +19,7 @@ if [ $# -lt 1 ]; then
 fi
 T=$1
 SMOE=${2:-build/src/tool/smoe}
+BENCH_EVICT=${3:-build/tests/bench_evict}
 GPT="$T/gpt-oss-20b-mmlu-test.trace.gz $T/gpt-oss-20b-sorry-bench-base.trace.gz"
 MIX="$T/mixtral8x7b-gsm8k-0.trace $T/mixtral8x7b-gsm8k-1.trace \
 $T/mixtral8x7b-humaneval-0.trace $T/mixtral8x7b-humaneval-1.trace"
@@ -65,3 +70,22 @@ section "10. What the best history ranking could hit (ceiling)" \
     "$SMOE sim --ceiling --policy lfu,reuse $GPT $MIX"
 section "11. Work per eviction" "$SMOE sim --stats --policy lru,lfu,reuse \
 $T/gpt-oss-20b-sorry-bench-base.trace.gz"
+section "11b. Work per eviction in the ring (64, 1,024 and 65,536 slots)" "$BENCH_EVICT"
+
+if [ "${SMOE_EVICTION_LIBRARY:-0}" = 1 ]; then
+    V=${TMPDIR:-/tmp}
+    $SMOE gen --out "$V/evict-gpt-64k.smoe" --layers 24 --experts 32 --blob-bytes 64k --top-k 4 >/dev/null
+    $SMOE gen --out "$V/evict-mix-64k.smoe" --layers 32 --experts 8 --blob-bytes 64k --top-k 2 >/dev/null
+    for f in $GPT; do
+        section "12. The library under lru and reuse: $(basename "$f")" "$SMOE bench \
+--vault $V/evict-gpt-64k.smoe --trace $f --tokens 4000 --memory 25% --sweep 10%,25%,50% --no-progress"
+    done
+    for f in $MIX; do
+        section "12. The library under lru and reuse: $(basename "$f")" "$SMOE bench \
+--vault $V/evict-mix-64k.smoe --trace $f --memory 25% --sweep 10%,25%,50% --no-progress"
+    done
+    $SMOE gen --out "$V/evict-gpt-4m.smoe" --layers 24 --experts 32 --blob-bytes 4M --top-k 4 >/dev/null
+    section "13. With the page cache, 4 MiB blobs" "$SMOE bench --vault $V/evict-gpt-4m.smoe \
+--trace $T/gpt-oss-20b-mmlu-test.trace.gz --tokens 100 --memory 25% --sweep 10%,25%,50% --no-progress"
+    rm -f "$V/evict-gpt-64k.smoe" "$V/evict-mix-64k.smoe" "$V/evict-gpt-4m.smoe"
+fi
