@@ -98,8 +98,23 @@ static int os_size(const smoe__io *io, int fd, uint64_t *size)
     return 0;
 }
 
+static void os_drop_cache(const smoe__io *io, int fd, uint64_t off, uint64_t len)
+{
+    (void)io;
+#if defined(POSIX_FADV_DONTNEED)
+    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+#else
+    /* macOS has no fadvise; its unified buffer cache keeps the few pages
+     * of a vault's header and tables (docs/portability.md). */
+    (void)fd;
+    (void)off;
+    (void)len;
+#endif
+}
+
 const smoe__io smoe__io_os = {
     os_open, os_close, os_pread, os_pwrite, os_fsync, os_rename, os_unlink, os_size, NULL,
+    os_drop_cache,
 };
 
 /* Set only by tests, before any stream or writer is opened. */

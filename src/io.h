@@ -43,6 +43,11 @@ struct smoe__io {
     int (*unlink)(const smoe__io *io, const char *path);
     int (*size)(const smoe__io *io, int fd, uint64_t *size);
     void *user; /* for test implementations */
+    /* Optional (NULL: nothing to drop): evict the file's cached pages in
+     * [off, off + len) after buffered reads, so that reading a vault's
+     * header and tables leaves the page cache as it found it. Advisory:
+     * failure is ignored. */
+    void (*drop_cache)(const smoe__io *io, int fd, uint64_t off, uint64_t len);
 };
 
 /* The table that calls the OS. */

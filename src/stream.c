@@ -155,12 +155,6 @@ static int open_fds(struct smoe_stream *s)
         }
     }
     s->io_mode = direct ? SMOE_IO_DIRECT : SMOE_IO_BUFFERED;
-#if defined(POSIX_FADV_DONTNEED)
-    /* The loader read the header and tables through the page cache; with
-     * direct reads nothing else of the vault should stay there. */
-    if (direct)
-        posix_fadvise(s->workers[0].fd, 0, 0, POSIX_FADV_DONTNEED);
-#endif
     return 0;
 }
 

@@ -52,6 +52,7 @@ typedef struct loader {
     unsigned char *lct;    /* layouts x 16, then components x 128 */
     unsigned char *meta;   /* meta_bytes */
     region reg[3];
+    uint64_t read_lo, read_hi; /* the span of the file read so far */
 } loader;
 
 static uint32_t rd32(const unsigned char *p)
@@ -82,6 +83,10 @@ static int read_at(loader *L, void *buf, uint64_t n, uint64_t off, const char *w
     int err_no = 0;
     if (n == 0)
         return 0;
+    if (L->read_hi == 0 || off < L->read_lo)
+        L->read_lo = off;
+    if (off + n > L->read_hi)
+        L->read_hi = off + n;
     int rc = smoe__io_read_full(L->io, L->fd, buf, (size_t)n, off, NULL, &err_no);
     if (rc == SMOE_ETRUNC)
         return smoe__fail(SMOE_ETRUNC, "%s: %s: the file ended before %" PRIu64
@@ -691,8 +696,13 @@ int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io)
     L.io = io;
     L.fd = -1;
     int rc = load(&L, v);
-    if (L.fd >= 0)
+    if (L.fd >= 0) {
+        /* The header and tables were read buffered; blobs never are. Leave
+         * the page cache as it was: streaming a vault must not grow it. */
+        if (io->drop_cache && L.read_hi > L.read_lo)
+            io->drop_cache(io, L.fd, L.read_lo, L.read_hi - L.read_lo);
         smoe__io_close(io, L.fd);
+    }
     free(L.table);
     free(L.lct);
     free(L.meta);

@@ -174,7 +174,7 @@ void fault_io_install(struct fault_io *f)
 {
     memset(f, 0, sizeof *f);
     f->io = (smoe__io){f_open, f_close, f_pread, f_pwrite, f_fsync, f_rename, f_unlink,
-                       f_size, f};
+                       f_size, f, smoe__io_os.drop_cache};
     smoe__io_set(&f->io);
 }
 

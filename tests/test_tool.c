@@ -3,6 +3,7 @@
  * process ($SMOE_TOOL): gen then verify passes; a corrupted blob byte or
  * padding byte makes verify fail naming exactly that (layer, expert);
  * inspect --json parses and reports the counts, metadata and layout;
+ * read streams a vault without adding a page to the page cache;
  * --help works for each command; bad arguments and bad vaults give a
  * message on stderr and a non-zero exit.
  */
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,6 +226,59 @@ static void test_read_retries(void **state)
     free(p);
 }
 
+/* Pages of path in the page cache (mincore on a mapping). */
+static size_t cached_pages(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    size_t len = (size_t)st.st_size, pg = (size_t)sysconf(_SC_PAGESIZE);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    unsigned char *vec = malloc((len + pg - 1) / pg);
+    assert_non_null(vec);
+    assert_int_equal(mincore(m, len, vec), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < (len + pg - 1) / pg; i++)
+        n += vec[i] & 1;
+    free(vec);
+    munmap(m, len);
+    close(fd);
+    return n;
+}
+
+/* smoe read streams a whole vault with direct I/O: the page cache gains
+ * none of its pages (the freshly written vault's are dropped first). */
+static void test_read_page_cache(void **state)
+{
+    (void)state;
+    char *p = tu_path(g_dir, "pc.smoe");
+    assert_int_equal(RUN("gen", "--out", p, "--layers", "4", "--experts", "8", "--blob-bytes",
+                         "100k", "--blob-bytes-max", "300000", "--seed", "9"), 0);
+    int fd = open(p, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fdatasync(fd), 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    close(fd);
+    size_t before = cached_pages(p);
+    assert_int_equal(RUN("read", p, "--workers", "4", "--json"), 0);
+    json_object *j = json_tokener_parse(g_out);
+    assert_non_null(j);
+    json_object *v;
+    assert_true(json_object_object_get_ex(j, "blobs", &v));
+    assert_int_equal(json_object_get_int64(v), 32);
+    assert_true(json_object_object_get_ex(j, "io_mode", &v));
+    int direct = strcmp(json_object_get_string(v), "direct") == 0;
+    json_object_put(j);
+    size_t after = cached_pages(p);
+    free(p);
+    if (!direct)
+        skip(); /* this file system has no direct I/O: smoe read refused to fall back */
+    if (after > before)
+        fail_msg("smoe read grew the page cache from %zu to %zu pages", before, after);
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -321,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_verify_bad_vault),
         cmocka_unit_test(test_inspect_json),
         cmocka_unit_test(test_read_retries),
+        cmocka_unit_test(test_read_page_cache),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_budget_cmd),
