@@ -63,13 +63,6 @@ static smoe_stream *open_policy(const struct fx *f, uint32_t slots, uint32_t evi
     return s;
 }
 
-static smoe_stats stats(smoe_stream *s)
-{
-    smoe_stats st = SMOE_STATS_INIT;
-    assert_int_equal(smoe_get_stats(s, &st), 0);
-    return st;
-}
-
 static void claim_release(smoe_stream *s, uint32_t l, uint32_t e)
 {
     smoe_blob b;
@@ -77,13 +70,6 @@ static void claim_release(smoe_stream *s, uint32_t l, uint32_t e)
     if (r < 0)
         fail_msg("claim_wait(%u,%u) = %s: %s", l, e, smoe_err_name(r), smoe_last_error());
     assert_int_equal(smoe_release(s, &b), 0);
-}
-
-static void wait_holding(struct fault_io *fio)
-{
-    for (int i = 0; i < 20000 && !atomic_load(&fio->holding); i++)
-        usleep(500);
-    assert_true(atomic_load(&fio->holding));
 }
 
 /* Four slots: one retained, one referenced, one being read, one pinned by
@@ -96,7 +82,7 @@ static void only_idle_slots_are_taken(uint32_t eviction)
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_policy(&f, 4, eviction);
-    assert_int_equal(stats(s).eviction, eviction);
+    assert_int_equal(tu_stats(s).eviction, eviction);
 
     claim_release(s, 0, 0);
     claim_release(s, 0, 1);
@@ -104,7 +90,7 @@ static void only_idle_slots_are_taken(uint32_t eviction)
     assert_int_equal(smoe_claim(s, 0, 1, &held), SMOE_HIT); /* referenced */
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 1, 0, 0), SMOE_QUEUED); /* being read */
-    wait_holding(&fio);
+    tu_wait_holding(&fio.holding);
     assert_int_equal(smoe_prefetch(s, 1, 1, 0), SMOE_QUEUED); /* pinned, queued */
 
     /* Speculation may only take the retained slot. */
@@ -115,7 +101,7 @@ static void only_idle_slots_are_taken(uint32_t eviction)
     assert_int_equal(smoe_release(s, &b), 0);
     /* Demand may cancel the queued speculative read, and nothing else. */
     assert_int_equal(smoe_prefetch(s, 1, 3, 0), SMOE_QUEUED);
-    assert_int_equal(stats(s).spec_cancelled, 1);
+    assert_int_equal(tu_stats(s).spec_cancelled, 1);
     assert_int_equal(smoe_prefetch(s, 1, 4, 0), SMOE_EFULL);
     assert_int_equal(smoe_prefetch(s, 1, 4, SMOE_PREFETCH_SPECULATIVE), SMOE_SKIPPED);
 
@@ -123,7 +109,7 @@ static void only_idle_slots_are_taken(uint32_t eviction)
     claim_release(s, 1, 0);
     claim_release(s, 1, 1);
     claim_release(s, 1, 3);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.evictions, 2);
     assert_true(st.evict_scans >= 3);
     assert_true(st.evict_scanned <= st.evict_scans * st.slots); /* one pass each */
@@ -251,7 +237,7 @@ static uint8_t *lib_hits(const struct fx *f, const simp_steps *st, uint32_t slot
         for (size_t r = st->off[step]; r < st->off[step + 1]; r++)
             claim_release(s, st->keys[r] / E, st->keys[r] % E);
     }
-    *out = stats(s);
+    *out = tu_stats(s);
     assert_int_equal(smoe_close(s), 0);
     return hit;
 }
@@ -375,7 +361,7 @@ static void bad_eviction_option(void **state)
     o.ring_slots = 2;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
     assert_int_equal(smoe_open(f.path, &o, &s), 0);
-    assert_int_equal(stats(s).eviction, SMOE__DEFAULT_EVICTION);
+    assert_int_equal(tu_stats(s).eviction, SMOE__DEFAULT_EVICTION);
     assert_int_equal(smoe_close(s), 0);
     fx_free(&f);
 }

@@ -103,13 +103,6 @@ static uint64_t count_of(smoe_stream *s, uint32_t layer, uint32_t expert)
     return atomic_load(&s->freq.count[layer * EXPERTS + expert]);
 }
 
-static smoe_stats stats(smoe_stream *s)
-{
-    smoe_stats st = SMOE_STATS_INIT;
-    assert_int_equal(smoe_get_stats(s, &st), 0);
-    return st;
-}
-
 /* Files in the directory whose name contains ".tmp." */
 static int tmp_files(void)
 {
@@ -226,7 +219,7 @@ static void t_round_trip(void **state)
     unlink(g_freq);
     struct logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.freq_status, SMOE_FREQ_ABSENT);
     assert_int_equal(st.freq_saving, SMOE_FREQ_SAVE_ON);
     assert_int_equal(lb.warns, 1); /* the file is missing: said once */
@@ -248,13 +241,13 @@ static void t_round_trip(void **state)
     assert_int_equal(smoe_freq_save(s), 0);
     assert_true(tu_exists(g_freq));
     assert_int_equal(tu_file_size(g_freq), SMOE__FREQ_HEADER_SIZE + 8 * N);
-    assert_int_equal(stats(s).freq_saves, 1);
+    assert_int_equal(tu_stats(s).freq_saves, 1);
     claim_n(s, 1, 4, 2);
     assert_int_equal(smoe_close(s), 0); /* saves again */
     assert_int_equal(tmp_files(), 0);
 
     s = open_v(g_vault, 0, &lb);
-    st = stats(s);
+    st = tu_stats(s);
     assert_int_equal(st.freq_status, SMOE_FREQ_LOADED);
     assert_int_equal(lb.warns, 0);
     assert_int_equal(count_of(s, 0, 1), 4);
@@ -303,7 +296,7 @@ static void t_two_vaults(void **state)
     free(data);
     struct logbuf lb;
     a = open_v(g_vault, 0, &lb);
-    assert_int_equal(stats(a).freq_status, SMOE_FREQ_FOREIGN);
+    assert_int_equal(tu_stats(a).freq_status, SMOE_FREQ_FOREIGN);
     assert_int_equal(count_of(a, 0, 0), 0);
     assert_int_equal(lb.warns, 1);
     assert_non_null(strstr(lb.text, "foreign"));
@@ -333,7 +326,7 @@ static void t_repacked(void **state)
     write_hist(rfreq); /* made for g_vault */
     struct logbuf lb;
     smoe_stream *s = open_v(repacked, 0, &lb);
-    assert_int_equal(stats(s).freq_status, SMOE_FREQ_FOREIGN);
+    assert_int_equal(tu_stats(s).freq_status, SMOE_FREQ_FOREIGN);
     assert_int_equal(count_of(s, 0, 0), 0);
     assert_int_equal(lb.warns, 1);
     assert_int_equal(smoe_close(s), 0);
@@ -348,7 +341,7 @@ static void expect_ignored(const char *what, void (*damage)(void), int want)
     damage();
     struct logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     if ((int)st.freq_status != want)
         fail_msg("%s: freq_status %llu, want %d", what, (unsigned long long)st.freq_status,
                  want);
@@ -362,7 +355,7 @@ static void expect_ignored(const char *what, void (*damage)(void), int want)
     claim_n(s, 1, 1, 1);
     assert_int_equal(smoe_close(s), 0);
     s = open_v(g_vault, 0, NULL);
-    assert_int_equal(stats(s).freq_status, SMOE_FREQ_LOADED);
+    assert_int_equal(tu_stats(s).freq_status, SMOE_FREQ_LOADED);
     assert_int_equal(count_of(s, 1, 1), 1);
     assert_int_equal(smoe_close(s), 0);
 }
@@ -413,7 +406,7 @@ static void t_readonly(void **state)
     struct logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
     smoe__io_set(NULL);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     /* It still loads: pre-warm can use it. */
     assert_int_equal(st.freq_status, SMOE_FREQ_LOADED);
     assert_int_equal(st.freq_saving, SMOE_FREQ_SAVE_READONLY);
@@ -452,8 +445,8 @@ static void interrupted(enum fio_call call, int err)
     if (r >= 0)
         fail_msg("save with call %d failing returned %d", (int)call, r);
     assert_int_equal(atomic_load(&f.fired), 1);
-    assert_int_equal(stats(s).freq_save_errors, 1);
-    assert_int_equal(stats(s).freq_saves, 0);
+    assert_int_equal(tu_stats(s).freq_save_errors, 1);
+    assert_int_equal(tu_stats(s).freq_saves, 0);
     uint64_t n1;
     unsigned char *after = tu_read_file(g_freq, &n1);
     assert_int_equal(n1, n0);
@@ -465,7 +458,7 @@ static void interrupted(enum fio_call call, int err)
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
     s = open_v(g_vault, 0, NULL);
-    assert_int_equal(stats(s).freq_status, SMOE_FREQ_LOADED);
+    assert_int_equal(tu_stats(s).freq_status, SMOE_FREQ_LOADED);
     assert_int_equal(count_of(s, 2, 2), (2 * EXPERTS + 2) * 3 + 1 + 4);
     assert_int_equal(smoe_close(s), 0);
     free(before);
@@ -524,7 +517,7 @@ static void t_off(void **state)
     (void)state;
     unlink(g_freq);
     smoe_stream *s = open_v(g_vault, SMOE_OPEN_NO_FREQ, NULL);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.freq_status, SMOE_FREQ_OFF);
     assert_int_equal(st.freq_saving, SMOE_FREQ_SAVE_OFF);
     claim_n(s, 0, 0, 2);

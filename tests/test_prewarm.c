@@ -113,19 +113,12 @@ static smoe_stream *open_pw(uint32_t slots, uint32_t workers, uint32_t pause_us,
     return s;
 }
 
-static smoe_stats stats(smoe_stream *s)
-{
-    smoe_stats st = SMOE_STATS_INIT;
-    assert_int_equal(smoe_get_stats(s, &st), 0);
-    return st;
-}
-
 /* Wait (up to 20 s) until pred holds. */
 static void wait_for(smoe_stream *s, int (*pred)(const smoe_stats *, uint64_t), uint64_t arg,
                      const char *what)
 {
     for (int i = 0; i < 20000; i++) {
-        smoe_stats st = stats(s);
+        smoe_stats st = tu_stats(s);
         if (pred(&st, arg))
             return;
         sleep_ms(1);
@@ -167,7 +160,7 @@ static void t_hottest_first(void **state)
     /* 160 slots keep max(128, 40) = 128 for the working set: 32 to warm. */
     smoe_stream *s = open_pw(160, 1, 1, 0);
     wait_for(s, passes_settled, 1, "the first pass");
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.freq_status, SMOE_FREQ_LOADED);
     assert_int_equal(st.prewarm_slots, 32);
     assert_int_equal(st.prewarm_reads, 32);
@@ -190,7 +183,7 @@ static void t_hottest_first(void **state)
     for (uint32_t r = 0; r < 32; r++)
         assert_int_equal(claim_key(s, key_of_rank(r)), SMOE_READY);
     assert_int_equal(claim_key(s, key_of_rank(32)), SMOE_ENOTRESIDENT);
-    st = stats(s);
+    st = tu_stats(s);
     assert_int_equal(st.prewarm_hits, 32);
     assert_int_equal(st.prewarm_reads, 32);
     assert_int_equal(smoe_close(s), 0);
@@ -210,7 +203,7 @@ static void t_not_speculative_cap(void **state)
     smoe_stream *s;
     assert_int_equal(smoe_open(g_vault, &o, &s), 0);
     wait_for(s, passes_settled, 1, "the first pass");
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.prewarm_slots, 768);
     assert_int_equal(st.prewarm_reads, N);
     assert_int_equal(st.spec_skipped, 0);
@@ -225,23 +218,23 @@ static void t_small_ring_and_off(void **state)
     /* 128 slots: all of them are the working set's reserve. */
     smoe_stream *s = open_pw(128, 1, 1, 0);
     sleep_ms(50);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.prewarm_slots, 0);
     assert_int_equal(st.prewarm_reads, 0);
     assert_int_equal(st.slots_empty, 128);
     assert_int_equal(smoe_close(s), 0);
     /* 171 slots keep 128 and warm 43. */
     s = open_pw(171, 1, 1, 0);
-    assert_int_equal(stats(s).prewarm_slots, 43);
+    assert_int_equal(tu_stats(s).prewarm_slots, 43);
     assert_int_equal(smoe_close(s), 0);
     /* 1000 slots keep 250. */
     s = open_pw(1000, 1, 1, SMOE_OPEN_NO_FREQ);
-    assert_int_equal(stats(s).prewarm_slots, 750);
+    assert_int_equal(tu_stats(s).prewarm_slots, 750);
     assert_int_equal(smoe_close(s), 0);
     /* Disabled. */
     s = open_pw(1024, 1, 1, SMOE_OPEN_NO_PREWARM);
     sleep_ms(50);
-    st = stats(s);
+    st = tu_stats(s);
     assert_int_equal(st.prewarm_slots, 0);
     assert_int_equal(st.prewarm_reads, 0);
     assert_int_equal(st.slots_empty, 1024);
@@ -259,14 +252,14 @@ static void t_one_read_at_a_time(void **state)
     smoe_stream *s = open_pw(160, 4, 1, 0);
     uint64_t most = 0;
     for (int i = 0; i < 20000; i++) {
-        smoe_stats st = stats(s);
+        smoe_stats st = tu_stats(s);
         if (st.slots_loading > most)
             most = st.slots_loading;
         if (st.prewarm_passes >= 1 && st.slots_loading == 0)
             break;
         sleep_ms(1);
     }
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.prewarm_passes, 1);
     assert_int_equal(st.prewarm_reads, 32);
     assert_true(most >= 1);
@@ -286,28 +279,28 @@ static void t_busy_stops_reads(void **state)
     smoe_stream *s = open_pw(1024, 2, 20000, 0);
     wait_for(s, reads_at_least, 2, "two pre-warm reads");
     assert_int_equal(smoe_set_busy(s, 1), 0);
-    uint64_t r1 = stats(s).prewarm_reads;
+    uint64_t r1 = tu_stats(s).prewarm_reads;
     sleep_ms(150);
-    assert_int_equal(stats(s).prewarm_reads, r1);
+    assert_int_equal(tu_stats(s).prewarm_reads, r1);
     /* Demand is served while busy. */
     smoe_blob b;
     uint32_t cold = key_of_rank(N - 1);
     assert_true(smoe_claim_wait(s, layer_of(cold), expert_of(cold), 10 * SEC, &b) >= 0);
     assert_int_equal(smoe_release(s, &b), 0);
     sleep_ms(50);
-    assert_int_equal(stats(s).prewarm_reads, r1);
+    assert_int_equal(tu_stats(s).prewarm_reads, r1);
 
     /* Idle again: a new pass resumes. */
     assert_int_equal(smoe_set_busy(s, 0), 0);
     wait_for(s, reads_at_least, r1 + 2, "pre-warm to resume");
     assert_int_equal(smoe_set_busy(s, 1), 0);
-    uint64_t r2 = stats(s).prewarm_reads;
+    uint64_t r2 = tu_stats(s).prewarm_reads;
     sleep_ms(100);
-    assert_int_equal(stats(s).prewarm_reads, r2);
+    assert_int_equal(tu_stats(s).prewarm_reads, r2);
     /* Repeated busy calls change nothing. */
     assert_int_equal(smoe_set_busy(s, 1), 0);
     sleep_ms(30);
-    assert_int_equal(stats(s).prewarm_reads, r2);
+    assert_int_equal(tu_stats(s).prewarm_reads, r2);
     assert_int_equal(smoe_close(s), 0);
     assert_int_equal(smoe_set_busy(NULL, 1), SMOE_EINVAL);
 }
@@ -318,7 +311,7 @@ static void t_between_requests(void **state)
     unlink(g_freq); /* no history: the first pass has nothing to do */
     smoe_stream *s = open_pw(160, 2, 1, 0);
     wait_for(s, passes_settled, 1, "the empty first pass");
-    assert_int_equal(stats(s).prewarm_reads, 0);
+    assert_int_equal(tu_stats(s).prewarm_reads, 0);
 
     /* A request: ten favourites claimed three times each, then 160 others
      * once, which push the favourites out of the ring. */
@@ -335,17 +328,17 @@ static void t_between_requests(void **state)
     }
     for (uint32_t k = 0; k < 10; k++)
         assert_int_equal(claim_key(s, k), SMOE_ENOTRESIDENT);
-    assert_int_equal(stats(s).prewarm_reads, 0);
+    assert_int_equal(tu_stats(s).prewarm_reads, 0);
 
     /* Between requests the favourites come back, each in place of one of
      * the once-claimed experts; those are not traded for each other. */
     assert_int_equal(smoe_set_busy(s, 0), 0);
     wait_for(s, passes_settled, 2, "the pass between requests");
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.prewarm_reads, 10);
     for (uint32_t k = 0; k < 10; k++)
         assert_int_equal(claim_key(s, k), SMOE_READY);
-    assert_int_equal(stats(s).prewarm_hits, 10);
+    assert_int_equal(tu_stats(s).prewarm_hits, 10);
     assert_int_equal(smoe_close(s), 0);
     unlink(g_freq);
 }
@@ -429,7 +422,7 @@ static void t_keeps_newer_demand(void **state)
     for (uint32_t r = N - 140; r < N; r++)
         if (claim_key(s, key_of_rank(r)) != SMOE_HIT)
             fail_msg("pre-warm evicted the rank-%u expert demand loaded during its pass", r);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_true(st.prewarm_reads <= 20);
     assert_true(st.prewarm_reads >= 1);
     assert_int_equal(st.slots_empty, 0);
@@ -446,9 +439,9 @@ static void t_shutdown_stops(void **state)
     smoe_stream *s = open_pw(1024, 2, 5000, 0);
     wait_for(s, reads_at_least, 2, "two pre-warm reads");
     assert_int_equal(smoe_shutdown(s), 0);
-    uint64_t r1 = stats(s).prewarm_reads;
+    uint64_t r1 = tu_stats(s).prewarm_reads;
     sleep_ms(60);
-    assert_int_equal(stats(s).prewarm_reads, r1);
+    assert_int_equal(tu_stats(s).prewarm_reads, r1);
     assert_int_equal(smoe_close(s), 0);
 }
 

@@ -80,13 +80,6 @@ static smoe_stream *open_ring(struct fx *f, uint32_t slots, uint32_t workers, un
     return open_ring_ev(f, slots, workers, flags, SMOE_EVICT_DEFAULT);
 }
 
-static smoe_stats stats(smoe_stream *s)
-{
-    smoe_stats st = SMOE_STATS_INIT;
-    assert_int_equal(smoe_get_stats(s, &st), 0);
-    return st;
-}
-
 /* The blob's bytes are what the test vault wrote for (layer, expert). */
 static void check_blob(struct fx *f, const smoe_blob *b)
 {
@@ -122,7 +115,7 @@ static void transitions_and_retained_hit(void **state)
     assert_true(p == SMOE_INFLIGHT || p == SMOE_RESIDENT); /* never a second read */
     assert_int_equal(smoe_claim_wait(s, 0, 1, 10 * SEC, &b), SMOE_READY);
     check_blob(f, &b);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.misses, 1);
     assert_int_equal(st.reads_done, 1);
     assert_int_equal(st.slots_referenced, 1);
@@ -136,12 +129,12 @@ static void transitions_and_retained_hit(void **state)
     assert_int_equal(smoe_release(s, &b), SMOE_EINVAL); /* double release */
 
     /* Retained: prefetch says resident, claim is a hit, nothing read. */
-    uint64_t bytes = stats(s).bytes_read;
+    uint64_t bytes = tu_stats(s).bytes_read;
     assert_int_equal(smoe_prefetch(s, 0, 1, 0), SMOE_RESIDENT);
     assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_HIT);
     check_blob(f, &b);
     assert_int_equal(smoe_release(s, &b), 0);
-    st = stats(s);
+    st = tu_stats(s);
     assert_int_equal(st.bytes_read, bytes);
     assert_int_equal(st.hits, 1);
     assert_int_equal(st.claim_hits, 2);
@@ -171,7 +164,7 @@ static void lru_evicts_least_recent_idle(void **state)
     assert_int_equal(smoe_release(s, &b), 0);
     assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_HIT);
     assert_int_equal(smoe_release(s, &b), 0);
-    assert_int_equal(stats(s).evictions, 1);
+    assert_int_equal(tu_stats(s).evictions, 1);
     /* Next victim: 3 (0 and 2 were just used, 4 is fresh). */
     claim_release(s, 0, 5, SMOE_READY);
     assert_int_equal(smoe_claim(s, 0, 3, &b), SMOE_ENOTRESIDENT);
@@ -194,7 +187,7 @@ static void pinned_slots_never_evicted(void **state)
     assert_int_equal(smoe_claim_wait(s, 0, 2, SEC, &c), SMOE_EFULL);
     check_blob(f, &a); /* untouched */
     check_blob(f, &b);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_true(st.full >= 2);
     assert_int_equal(st.evictions, 0);
     assert_int_equal(smoe_close(s), SMOE_EBUSY); /* references held */
@@ -214,20 +207,12 @@ static void pinned_slots_never_evicted(void **state)
     fx_free(f);
 }
 
-/* Wait until the single worker is held inside a read. */
-static void wait_holding(struct fault_io *fio)
-{
-    for (int i = 0; i < 20000 && !atomic_load(&fio->holding); i++)
-        usleep(500);
-    assert_true(atomic_load(&fio->holding));
-}
-
 /* Wait until no slot is loading. */
 static void wait_loaded(smoe_stream *s)
 {
-    for (int i = 0; i < 20000 && stats(s).slots_loading; i++)
+    for (int i = 0; i < 20000 && tu_stats(s).slots_loading; i++)
         usleep(500);
-    assert_int_equal(stats(s).slots_loading, 0);
+    assert_int_equal(tu_stats(s).slots_loading, 0);
 }
 
 static void demand_before_speculation(void **state)
@@ -240,7 +225,7 @@ static void demand_before_speculation(void **state)
     smoe__vault *v = &s->vault;
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED); /* occupies the worker */
-    wait_holding(&fio);
+    tu_wait_holding(&fio.holding);
     uint32_t base = atomic_load(&fio.nlog);
     for (uint32_t e = 1; e <= 3; e++)
         assert_int_equal(smoe_prefetch(s, 0, e, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
@@ -285,13 +270,13 @@ static void speculation_cap_and_upgrade(void **state)
     assert_int_equal(smoe_open(f->path, &o, &s), 0);
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
-    wait_holding(&fio);
+    tu_wait_holding(&fio.holding);
     assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     assert_int_equal(smoe_prefetch(s, 0, 2, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     assert_int_equal(smoe_prefetch(s, 0, 3, SMOE_PREFETCH_SPECULATIVE), SMOE_SKIPPED);
     /* Demand for a queued speculative read: upgraded, not read twice. */
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_INFLIGHT);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.spec_queued, 2);
     assert_int_equal(st.spec_skipped, 1);
     assert_int_equal(st.spec_upgraded, 1);
@@ -303,7 +288,7 @@ static void speculation_cap_and_upgrade(void **state)
     claim_release(s, 0, 2, SMOE_READY);
     claim_release(s, 0, 1, SMOE_READY);
     claim_release(s, 0, 3, SMOE_READY);
-    st = stats(s);
+    st = tu_stats(s);
     assert_int_equal(st.reads_done, 4); /* 0, 1, 2, 3 once each */
     assert_int_equal(st.spec_used, 2);  /* 1 and 3 (2 became demand) */
     assert_int_equal(smoe_close(s), 0);
@@ -326,7 +311,7 @@ static void demand_cancels_queued_speculation(void **state)
     assert_int_equal(smoe_open(f->path, &o, &s), 0);
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
-    wait_holding(&fio);
+    tu_wait_holding(&fio.holding);
     assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     assert_int_equal(smoe_prefetch(s, 0, 2, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     /* Ring full of one demand read and two queued speculative reads:
@@ -339,7 +324,7 @@ static void demand_cancels_queued_speculation(void **state)
     claim_release(s, 0, 2, SMOE_READY); /* the other speculative read landed */
     smoe_blob b;
     assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_ENOTRESIDENT);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.spec_cancelled, 1);
     assert_int_equal(st.reads_done, 3); /* the cancelled read never happened */
     assert_int_equal(smoe_close(s), 0);
@@ -364,13 +349,13 @@ static void failed_read_reaches_claim(void **state)
     /* The error stays until a prefetch retries. */
     assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_EIO);
     assert_int_equal(smoe_claim_wait(s, 0, 2, 10 * SEC, &b), SMOE_EIO);
-    assert_int_equal(stats(s).slots_failed, 1);
+    assert_int_equal(tu_stats(s).slots_failed, 1);
     fio.mode = FIO_OFF;
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_QUEUED);
     assert_int_equal(smoe_claim_wait(s, 0, 2, 10 * SEC, &b), SMOE_READY);
     check_blob(f, &b);
     assert_int_equal(smoe_release(s, &b), 0);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.reads_failed, 1);
     assert_int_equal(st.slots_failed, 0);
     assert_int_equal(smoe_close(s), 0);
@@ -392,7 +377,7 @@ static void claimed_failures_free_their_slots(void **state)
     smoe_blob b;
     assert_int_equal(smoe_claim_wait(s, 0, 0, 10 * SEC, &b), SMOE_EIO);
     assert_int_equal(smoe_claim_wait(s, 0, 1, 10 * SEC, &b), SMOE_EIO);
-    assert_int_equal(stats(s).slots_failed, 2);
+    assert_int_equal(tu_stats(s).slots_failed, 2);
     fault_io_disarm(&fio);
     assert_int_equal(smoe_claim_wait(s, 0, 2, 10 * SEC, &b), SMOE_READY);
     check_blob(f, &b);
@@ -451,7 +436,7 @@ static void shutdown_wakes_waiters(void **state)
         w[i] = (struct waiter){s, (uint32_t)i, 1};
         pthread_create(&th[i], NULL, wait_thread, &w[i]);
     }
-    wait_holding(&fio);
+    tu_wait_holding(&fio.holding);
     usleep(20000); /* let the others park */
     assert_int_equal(smoe_shutdown(s), 0);
     assert_int_equal(smoe_shutdown(s), 0); /* idempotent */
@@ -506,7 +491,7 @@ static void options_and_misuse(void **state)
     assert_int_equal(smoe_get_stats(s, &st), 0);
     assert_int_equal(st.prefetch_demand, 1);
     assert_int_equal(st.hits, 12345); /* not written past struct_size */
-    st = stats(s);
+    st = tu_stats(s);
     assert_int_equal(st.slots, 5);
     assert_int_equal(st.workers, 3);
     smoe_vault_info vi = SMOE_VAULT_INFO_INIT;
@@ -559,7 +544,7 @@ static void direct_io_refused(void **state)
         assert_non_null(strstr(smoe_last_error(), "SMOE_OPEN_ALLOW_BUFFERED"));
         o.flags |= SMOE_OPEN_ALLOW_BUFFERED;
         assert_int_equal(smoe_open(f->path, &o, &s), 0);
-        assert_int_equal(stats(s).io_mode, SMOE_IO_BUFFERED);
+        assert_int_equal(tu_stats(s).io_mode, SMOE_IO_BUFFERED);
         claim_release(s, 0, 1, SMOE_READY);
         assert_int_equal(smoe_close(s), 0);
         fault_io_remove();
@@ -605,7 +590,7 @@ static void chunks_spread_over_workers(void **state)
     smoe_stream *s = open_chunked(f, 4, 4, 16384);
     const uint32_t base = atomic_load(&fio.nlog);
     claim_release(s, 0, 1, SMOE_READY);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.chunk_bytes, 16384);
     assert_int_equal(st.spec_chunk_bytes, 16384);
     assert_int_equal(st.chunks_read, 8);
@@ -642,15 +627,15 @@ static void chunk_sizes_by_kind(void **state)
     smoe_stream *s;
     assert_int_equal(smoe_open(f->path, &o, &s), 0);
     claim_release(s, 0, 0, SMOE_READY);
-    assert_int_equal(stats(s).chunks_read, 1); /* demand: one 64 KiB chunk */
+    assert_int_equal(tu_stats(s).chunks_read, 1); /* demand: one 64 KiB chunk */
     assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     wait_loaded(s);
-    assert_int_equal(stats(s).chunks_read, 5); /* speculative: four 16 KiB chunks */
+    assert_int_equal(tu_stats(s).chunks_read, 5); /* speculative: four 16 KiB chunks */
     claim_release(s, 0, 1, SMOE_READY);
     assert_int_equal(smoe_close(s), 0);
     o.chunk_bytes = o.spec_chunk_bytes = 0; /* defaults: 4 MiB and 512 KiB */
     assert_int_equal(smoe_open(f->path, &o, &s), 0);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.chunk_bytes, 4 * 16384); /* no larger than a slot */
     assert_int_equal(st.spec_chunk_bytes, 4 * 16384);
     assert_int_equal(smoe_close(s), 0);
@@ -671,7 +656,7 @@ static void demand_overtakes_speculation_between_chunks(void **state)
     const uint32_t base = atomic_load(&fio.nlog); /* the reads of smoe_open */
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
-    wait_holding(&fio); /* the worker is inside chunk 0 of expert 0 */
+    tu_wait_holding(&fio.holding); /* the worker is inside chunk 0 of expert 0 */
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_QUEUED);
     atomic_store(&fio.hold, 0);
     claim_release(s, 0, 2, SMOE_READY);
@@ -696,7 +681,7 @@ static void cancel_queued_speculation(void **state)
     smoe_stream *s = open_chunked(f, 4, 1, 16384);
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
-    wait_holding(&fio);
+    tu_wait_holding(&fio.holding);
     assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     assert_int_equal(smoe_prefetch(s, 0, 2, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
     assert_int_equal(smoe_cancel(s, 0, 1), 0);
@@ -709,7 +694,7 @@ static void cancel_queued_speculation(void **state)
     atomic_store(&fio.hold, 0);
     claim_release(s, 0, 0, SMOE_READY);
     wait_loaded(s);
-    smoe_stats st = stats(s);
+    smoe_stats st = tu_stats(s);
     assert_int_equal(st.spec_cancelled, 1);
     assert_int_equal(st.reads_done, 2); /* 0 and 2: the cancelled read never ran */
     assert_int_equal(st.slots_empty, 2);
@@ -722,25 +707,6 @@ static void cancel_queued_speculation(void **state)
 }
 
 /* Pages of the file in the page cache. */
-static size_t cached_pages(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    size_t len = (size_t)st.st_size, pg = (size_t)sysconf(_SC_PAGESIZE);
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    assert_true(p != MAP_FAILED);
-    unsigned char *vec = malloc((len + pg - 1) / pg);
-    assert_int_equal(mincore(p, len, vec), 0);
-    size_t n = 0;
-    for (size_t i = 0; i < (len + pg - 1) / pg; i++)
-        n += vec[i] & 1;
-    free(vec);
-    munmap(p, len);
-    close(fd);
-    return n;
-}
-
 static void page_cache_untouched(void **state)
 {
     (void)state;
@@ -749,9 +715,9 @@ static void page_cache_untouched(void **state)
     assert_int_equal(fdatasync(fd), 0);
     assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
     close(fd);
-    size_t before = cached_pages(f->path);
+    size_t before = tu_cached_pages(f->path);
     smoe_stream *s = open_ring(f, 4, 2, 0);
-    if (stats(s).io_mode != SMOE_IO_DIRECT) {
+    if (tu_stats(s).io_mode != SMOE_IO_DIRECT) {
         smoe_close(s);
         fx_free(f);
         skip(); /* this file system has no direct I/O */
@@ -760,7 +726,7 @@ static void page_cache_untouched(void **state)
         for (uint32_t e = 0; e < 16; e++)
             claim_release(s, l, e, SMOE_READY);
     assert_int_equal(smoe_close(s), 0);
-    size_t after = cached_pages(f->path);
+    size_t after = tu_cached_pages(f->path);
     if (after > before)
         fail_msg("page cache grew from %zu to %zu pages", before, after);
     fx_free(f);

@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,28 +224,6 @@ static void test_read_retries(void **state)
     free(p);
 }
 
-/* Pages of path in the page cache (mincore on a mapping). */
-static size_t cached_pages(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    size_t len = (size_t)st.st_size, pg = (size_t)sysconf(_SC_PAGESIZE);
-    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    assert_true(m != MAP_FAILED);
-    unsigned char *vec = malloc((len + pg - 1) / pg);
-    assert_non_null(vec);
-    assert_int_equal(mincore(m, len, vec), 0);
-    size_t n = 0;
-    for (size_t i = 0; i < (len + pg - 1) / pg; i++)
-        n += vec[i] & 1;
-    free(vec);
-    munmap(m, len);
-    close(fd);
-    return n;
-}
-
 /* smoe read streams a whole vault with direct I/O: the page cache gains
  * none of its pages (the freshly written vault's are dropped first). */
 static void test_read_page_cache(void **state)
@@ -261,7 +237,7 @@ static void test_read_page_cache(void **state)
     assert_int_equal(fdatasync(fd), 0);
     assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
     close(fd);
-    size_t before = cached_pages(p);
+    size_t before = tu_cached_pages(p);
     assert_int_equal(RUN("read", p, "--workers", "4", "--json"), 0);
     json_object *j = json_tokener_parse(g_out);
     assert_non_null(j);
@@ -271,7 +247,7 @@ static void test_read_page_cache(void **state)
     assert_true(json_object_object_get_ex(j, "io_mode", &v));
     int direct = strcmp(json_object_get_string(v), "direct") == 0;
     json_object_put(j);
-    size_t after = cached_pages(p);
+    size_t after = tu_cached_pages(p);
     free(p);
     if (!direct)
         skip(); /* this file system has no direct I/O: smoe read refused to fall back */

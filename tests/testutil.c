@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -544,4 +545,39 @@ void tu_expect_contains(const char *hay, const char *needle)
 {
     if (!strstr(hay, needle))
         fail_msg("\"%s\" not found in:\n%s", needle, hay);
+}
+
+size_t tu_cached_pages(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    size_t len = (size_t)st.st_size, pg = (size_t)sysconf(_SC_PAGESIZE);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    unsigned char *vec = malloc((len + pg - 1) / pg);
+    assert_non_null(vec);
+    assert_int_equal(mincore(m, len, vec), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < (len + pg - 1) / pg; i++)
+        n += vec[i] & 1;
+    free(vec);
+    munmap(m, len);
+    close(fd);
+    return n;
+}
+
+smoe_stats tu_stats(smoe_stream *s)
+{
+    smoe_stats st = SMOE_STATS_INIT;
+    assert_int_equal(smoe_get_stats(s, &st), 0);
+    return st;
+}
+
+void tu_wait_holding(const _Atomic int *holding)
+{
+    for (int i = 0; i < 20000 && !atomic_load(holding); i++)
+        usleep(500);
+    assert_true(atomic_load(holding));
 }

@@ -50,6 +50,16 @@ int tu_is_mapped(const void *addr);
 double tu_time_mult(void);
 /* Monotonic clock in nanoseconds. */
 uint64_t tu_now_ns(void);
+/* Pages of path in the page cache (mincore on a mapping of it). */
+size_t tu_cached_pages(const char *path);
+
+/* ---- streams ------------------------------------------------------------- */
+
+/* The stream's counters (fails the test if smoe_get_stats does). */
+smoe_stats tu_stats(smoe_stream *s);
+/* Wait (up to 10 s) until a read is held by the fault_io table whose
+ * `holding` flag this is, with its `hold` set. */
+void tu_wait_holding(const _Atomic int *holding);
 
 /* ---- running programs ---------------------------------------------------- */
 
