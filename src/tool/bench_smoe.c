@@ -186,8 +186,8 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     bench_cpu_now(&u0, &s0);
     rc = replay(env, s, spec, &c, r);
     bench_clock_finish(&c, r, u0, s0);
-    if (cfg->idle_ms)
-        (void)smoe_set_busy(s, 0);
+    /* busy stays set until close: clearing it would start a pre-warm pass
+     * whose reads would count in the figures below */
 
     smoe_stats st = SMOE_STATS_INIT;
     if (smoe_get_stats(s, &st) == 0) {
