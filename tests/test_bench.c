@@ -7,7 +7,8 @@
  * request, and the offline optimal hit rate must be at least LRU's. A
  * vault smaller than the trace must be refused, naming both shapes. A
  * replay recorded through the library ($SMOE_TRACE) gives back the same
- * rows.
+ * rows. The first token's wait is reported, and --idle-ms with the
+ * histogram on finds no histogram, then the one the first run saved.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -158,6 +159,7 @@ static void test_bench_all(void **state)
         fail_msg("smoe bench --mode all failed");
     }
     assert_true(output_has("against smoe"));
+    assert_true(output_has("smoe: first token wait"));
 
     json_object *root = json_object_from_file(json);
     assert_non_null(root);
@@ -200,6 +202,12 @@ static void test_bench_all(void **state)
         double p50 = json_object_get_double(get(w, "p50"));
         double p99 = json_object_get_double(get(w, "p99"));
         assert_true(mean >= 0 && p50 >= 0 && p99 >= p50);
+        /* the first token, and the mean of the first 10 of the 40 */
+        double first = json_object_get_double(get(w, "first_token"));
+        double first10 = json_object_get_double(get(w, "first_10_mean"));
+        assert_true(first >= 0 && first10 >= 0);
+        assert_true(first <= first10 * 10 * 1.000001 + 1e-6);
+        assert_true(first10 * 10 <= mean * 40 * 1.000001 + 1e-6);
         assert_int_equal(get_u(m, "tokens"), 40);
         uint64_t hits = get_u(m, "hits"), joins = get_u(m, "joins"), misses = get_u(m, "misses");
         assert_int_equal(get_u(m, "requests"), requests);
@@ -284,12 +292,52 @@ static void test_record_roundtrip(void **state)
     tool_trace_free(&b);
 }
 
+/* --idle-ms with the histogram on: the first run finds no histogram and
+ * saves one at close, the second loads it; the JSON says so. */
+static void test_idle_freq(void **state)
+{
+    (void)state;
+    int fd = open(vault, O_RDONLY | O_DIRECT);
+    if (fd < 0)
+        skip();
+    close(fd);
+    char cmd[9000];
+    static const char *want[] = {"absent", "loaded"};
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(cmd, sizeof cmd, "'%s' bench --vault '%s' --trace '%s' --mode smoe "
+                         "--memory %u --workers 2 --tokens 5 --prewarm --freq --idle-ms 20 "
+                         "--no-drop-caches --no-progress --json '%s'", tool, vault, trace,
+                         10 * PADDED, json);
+        assert_true(n > 0 && (size_t)n < sizeof cmd);
+        if (run(cmd)) {
+            show_output();
+            fail_msg("smoe bench --idle-ms failed");
+        }
+        assert_true(output_has("idle 20 ms after open"));
+        json_object *root = json_object_from_file(json);
+        assert_non_null(root);
+        assert_int_equal(get_u(get(root, "config"), "idle_ms"), 20);
+        json_object *m = json_object_array_get_idx(get(root, "modes"), 0);
+        assert_non_null(m);
+        if (!json_object_get_boolean(get(m, "ok")))
+            fail_msg("the run failed: %s", json_object_to_json_string(m));
+        json_object *lib = get(m, "library");
+        assert_string_equal(json_object_get_string(get(lib, "freq_status")), want[i]);
+        get(lib, "prewarm_reads");
+        get(lib, "prewarm_reads_before_first_token");
+        get(lib, "prewarm_hits");
+        get(get(m, "wait_us_per_token"), "first_token");
+        json_object_put(root);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_all),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_idle_freq),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

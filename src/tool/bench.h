@@ -61,6 +61,8 @@ typedef struct bench_cfg {
     int progress;            /* progress line on stderr */
     int os_advice;           /* pagecache/mmap: enum bench_advice */
     int cache_only;          /* cgroup limit also covers the OS modes' buffers */
+    uint32_t idle_ms;        /* library: idle this long after open, then busy
+                              * for the replay (0: no idle, busy never set) */
     uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
     int n_sweep;
 } bench_cfg;
@@ -102,6 +104,8 @@ typedef struct bench_result {
     double elapsed_s;
     double cpu_user_s, cpu_sys_s;
     double wait_mean_us, wait_p50_us, wait_p99_us; /* per token */
+    double wait_first_us;     /* the first token's wait */
+    double wait_first10_us;   /* mean wait of the first 10 tokens (or all, if fewer) */
     double wait_total_s;
     uint64_t peak_rss, start_rss;
     int memory_limited;       /* ran inside a cgroup limited to cgroup_limit */
@@ -117,6 +121,9 @@ typedef struct bench_result {
     uint64_t evict_scans, evict_scanned;
     uint64_t chunk_bytes;     /* time from prefetch to READY, per load: */
     uint64_t ready_demand_p50_ns, ready_demand_p99_ns, ready_spec_p50_ns, ready_spec_p99_ns;
+    uint64_t freq_status;     /* SMOE_FREQ_*: the histogram found at open */
+    uint64_t prewarm_slots, prewarm_passes, prewarm_reads, prewarm_hits;
+    uint64_t prewarm_reads_idle; /* pre-warm reads queued before the first token */
 } bench_result;
 
 /* Per-token wait accounting and the progress line, shared by the loops. */

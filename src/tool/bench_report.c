@@ -30,6 +30,27 @@ static double cpu_per_gb(const bench_result *r)
     return ratio(r->cpu_user_s + r->cpu_sys_s, (double)r->bytes_requested / 1e9);
 }
 
+static int is_library(int mode)
+{
+    return mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC || mode == BENCH_SMOE_LRU ||
+           mode == BENCH_SMOE_REUSE;
+}
+
+static const char *freq_name(uint64_t status)
+{
+    switch (status) {
+    case SMOE_FREQ_OFF: return "off";
+    case SMOE_FREQ_LOADED: return "loaded";
+    case SMOE_FREQ_ABSENT: return "absent";
+    case SMOE_FREQ_TRUNCATED: return "truncated";
+    case SMOE_FREQ_CORRUPT: return "corrupt";
+    case SMOE_FREQ_VERSION: return "version";
+    case SMOE_FREQ_FOREIGN: return "foreign";
+    case SMOE_FREQ_UNREADABLE: return "unreadable";
+    default: return "?";
+    }
+}
+
 static const bench_result *find(const bench_result *res, int n, int mode)
 {
     for (int i = 0; i < n; i++)
@@ -59,6 +80,16 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            env->read_ahead_kb, cfg->os_advice == BENCH_ADVICE_NORMAL ? "" :
            cfg->os_advice == BENCH_ADVICE_RANDOM ? ", random-access advice (no read-ahead)" :
            ", random-access advice plus WILLNEED of each expert");
+    int prewarm = !(cfg->open_flags & SMOE_OPEN_NO_PREWARM);
+    int freq = !(cfg->open_flags & SMOE_OPEN_NO_FREQ);
+    if (prewarm || freq || cfg->idle_ms) {
+        printf("library: pre-warm %s, histogram %s, ", prewarm ? "on" : "off",
+               freq ? "on (<vault>.freq: loaded at open, saved at close)" : "off");
+        if (cfg->idle_ms)
+            printf("idle %u ms after open, then busy for the replay\n", cfg->idle_ms);
+        else
+            printf("no idle time before the first token, busy never set\n");
+    }
     printf("offline at %u slots: hit rate LRU %.3f, decayed LFU %.3f, reuse %.3f, optimal "
            "(Belady) %.3f\n", sim->slots, sim->lru, sim->lfu, sim->reuse, sim->opt);
 }
@@ -121,6 +152,21 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
                    r->ready_spec_p99_ns / 1e6);
         printf("\n");
     }
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        if (!r->ok)
+            continue;
+        printf("%s: first token wait %.2f ms, first %llu tokens %.2f ms mean",
+               bench_mode_name(r->mode), r->wait_first_us / 1e3,
+               (unsigned long long)(r->tokens < 10 ? r->tokens : 10), r->wait_first10_us / 1e3);
+        if (is_library(r->mode))
+            printf("; histogram %s; pre-warm %llu reads (%llu before the first token), "
+                   "%llu claimed, %llu passes",
+                   freq_name(r->freq_status), (unsigned long long)r->prewarm_reads,
+                   (unsigned long long)r->prewarm_reads_idle,
+                   (unsigned long long)r->prewarm_hits, (unsigned long long)r->prewarm_passes);
+        printf("\n");
+    }
     const bench_result *sp = find(res, n, BENCH_SMOE_SPEC);
     if (s && sp) {
         double c0 = ratio((double)(s->hits + s->joins), (double)s->requests);
@@ -176,6 +222,8 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
     add_d(w, "mean", r->wait_mean_us);
     add_d(w, "p50", r->wait_p50_us);
     add_d(w, "p99", r->wait_p99_us);
+    add_d(w, "first_token", r->wait_first_us);
+    add_d(w, "first_10_mean", r->wait_first10_us);
     json_object_object_add(o, "wait_us_per_token", w);
     add_d(o, "wait_total_s", r->wait_total_s);
     add_u64(o, "requests", r->requests);
@@ -199,8 +247,7 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
     add_u64(o, "cgroup_peak_bytes", r->cgroup_peak);
     add_b(o, "caches_dropped", r->caches_dropped);
     add_u64(o, "workers", r->workers);
-    if (r->mode == BENCH_SMOE || r->mode == BENCH_SMOE_SPEC || r->mode == BENCH_SMOE_LRU ||
-        r->mode == BENCH_SMOE_REUSE) {
+    if (is_library(r->mode)) {
         json_object *l = json_object_new_object();
         add_s(l, "eviction", r->eviction == SMOE_EVICT_LRU     ? "lru"
                              : r->eviction == SMOE_EVICT_REUSE ? "reuse"
@@ -224,6 +271,12 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
         add_u64(l, "ready_demand_p99_ns", r->ready_demand_p99_ns);
         add_u64(l, "ready_spec_p50_ns", r->ready_spec_p50_ns);
         add_u64(l, "ready_spec_p99_ns", r->ready_spec_p99_ns);
+        add_s(l, "freq_status", freq_name(r->freq_status));
+        add_u64(l, "prewarm_slots", r->prewarm_slots);
+        add_u64(l, "prewarm_passes", r->prewarm_passes);
+        add_u64(l, "prewarm_reads", r->prewarm_reads);
+        add_u64(l, "prewarm_reads_before_first_token", r->prewarm_reads_idle);
+        add_u64(l, "prewarm_hits", r->prewarm_hits);
         json_object_object_add(o, "library", l);
     }
     if (smoe && r->mode != BENCH_SMOE) {
@@ -288,6 +341,7 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
     add_b(c, "cgroup", cfg->use_cgroup);
     add_s(c, "os_advice", bench_advice_name(cfg->os_advice));
     add_b(c, "cache_only", cfg->cache_only);
+    add_u64(c, "idle_ms", cfg->idle_ms);
     json_object_object_add(c, "read_ahead_kb", json_object_new_int(env->read_ahead_kb));
     add_s(c, "memory_note", cg_note);
     json_object_object_add(root, "config", c);

@@ -145,9 +145,15 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user, doubl
     bench_cpu_now(&u, &s);
     r->cpu_user_s = u - cpu0_user;
     r->cpu_sys_s = s - cpu0_sys;
-    uint64_t sum = 0;
-    for (size_t i = 0; i < n; i++)
+    uint64_t sum = 0, first = 0;
+    size_t n_first = n < 10 ? n : 10;
+    for (size_t i = 0; i < n; i++) {
         sum += c->wait_ns[i];
+        if (i < n_first)
+            first += c->wait_ns[i];
+    }
+    r->wait_first_us = n ? (double)c->wait_ns[0] * 1e-3 : 0.0;
+    r->wait_first10_us = n_first ? (double)first / (double)n_first * 1e-3 : 0.0;
     qsort(c->wait_ns, n, sizeof *c->wait_ns, cmp_u64);
     r->wait_total_s = (double)sum * 1e-9;
     r->wait_mean_us = n ? (double)sum / (double)n * 1e-3 : 0.0;

@@ -5,10 +5,16 @@
  * (optionally) issue speculative prefetches, claim each expert (waiting),
  * simulate compute, release. Hits, joins and misses come from the demand
  * prefetch's status, the same way the offline simulators count them.
+ *
+ * With --idle-ms the library is left idle that long after open (pre-warm,
+ * when on, runs then) and marked busy (smoe_set_busy) for the replay, as
+ * an engine marks the time it decodes; without it busy is never set.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "smoe/smoe.h"
 #include "bench.h"
@@ -36,6 +42,14 @@ static int demand(smoe_stream *s, uint32_t layer, uint32_t expert, bench_result 
     while (rc == SMOE_EFULL && tool_now_ns() < end)
         rc = smoe_prefetch(s, layer, expert, SMOE_PREFETCH_DEMAND);
     return rc;
+}
+
+/* Sleep ms milliseconds (the engine idle between requests). */
+static void idle(uint32_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
 }
 
 static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c,
@@ -152,6 +166,16 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         return;
     }
     r->start_rss = bench_rss_now();
+    if (cfg->idle_ms) {
+        /* An engine between requests: idle, so pre-warm (when on) may load
+         * the histogram's hottest experts; then busy for the replay, as an
+         * engine is while it decodes. */
+        idle(cfg->idle_ms);
+        (void)smoe_set_busy(s, 1);
+    }
+    smoe_stats st0 = SMOE_STATS_INIT;
+    if (smoe_get_stats(s, &st0) == 0)
+        r->prewarm_reads_idle = st0.prewarm_reads;
     bench_clock c;
     if (bench_clock_init(&c, env, bench_mode_name(r->mode)) < 0) {
         snprintf(r->error, sizeof r->error, "out of memory");
@@ -162,6 +186,8 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     bench_cpu_now(&u0, &s0);
     rc = replay(env, s, spec, &c, r);
     bench_clock_finish(&c, r, u0, s0);
+    /* busy stays set until close: clearing it would start a pre-warm pass
+     * whose reads would count in the figures below */
 
     smoe_stats st = SMOE_STATS_INIT;
     if (smoe_get_stats(s, &st) == 0) {
@@ -185,6 +211,11 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         r->ready_demand_p99_ns = st.ready_demand_p99_ns;
         r->ready_spec_p50_ns = st.ready_spec_p50_ns;
         r->ready_spec_p99_ns = st.ready_spec_p99_ns;
+        r->freq_status = st.freq_status;
+        r->prewarm_slots = st.prewarm_slots;
+        r->prewarm_passes = st.prewarm_passes;
+        r->prewarm_reads = st.prewarm_reads;
+        r->prewarm_hits = st.prewarm_hits;
         if (st.slots)
             r->slots = (uint32_t)st.slots;
     }

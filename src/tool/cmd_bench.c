@@ -52,6 +52,10 @@ static int usage(void)
         "                    default; the slot size or more reads whole blobs)\n"
         "  --prewarm         let the library pre-warm (off by default)\n"
         "  --freq            let the library load and save its histogram (off)\n"
+        "  --idle-ms N       leave the library idle N ms after open, so pre-warm can\n"
+        "                    run before the first token, then mark it busy\n"
+        "                    (smoe_set_busy) for the replay (default 0: no idle time,\n"
+        "                    busy never set)\n"
         "  --allow-buffered  let the library fall back to buffered reads\n"
         "  --no-drop-caches  keep the page cache between modes\n"
         "  --no-cgroup       never limit the page-cache modes\n"
@@ -287,6 +291,8 @@ int cmd_bench(int argc, char **argv)
             bad = tool_parse_u32(v, 1, 256, &cfg.workers);
         else if (!strcmp(a, "--compute-us"))
             bad = tool_parse_u32(v, 0, 10000000, &cfg.compute_us);
+        else if (!strcmp(a, "--idle-ms"))
+            bad = tool_parse_u32(v, 0, 600000, &cfg.idle_ms);
         else if (!strcmp(a, "--spec"))
             bad = tool_parse_u32(v, 0, TRACE_MAX_SPEC, &cfg.spec);
         else if (!strcmp(a, "--tokens")) {
