@@ -75,6 +75,7 @@ static void st(_Atomic uint64_t *p, double d)
     atomic_store_explicit(p, b, memory_order_relaxed);
 }
 
+/* relaxed: statistics, paired with nothing (see the top of evict_reuse.h) */
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 
