@@ -92,21 +92,6 @@ static uint64_t time_scan(smoe_stream *s, int reps, int forget)
     return m;
 }
 
-static smoe_stream *open_ring(const char *path, uint32_t slots, uint32_t eviction)
-{
-    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
-    o.ring_slots = slots;
-    o.workers = 1;
-    o.eviction = eviction;
-    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
-    smoe_stream *s = NULL;
-    if (smoe_open(path, &o, &s) < 0) {
-        fprintf(stderr, "bench_evict: open: %s\n", smoe_last_error());
-        exit(1);
-    }
-    return s;
-}
-
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 201;
@@ -122,11 +107,11 @@ int main(int argc, char **argv)
            "reuse rescored", "lru/slot", "reuse/slot");
     static const uint32_t sizes[] = {64, 1024, 65536};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        smoe_stream *s = open_ring(path, sizes[i], SMOE_EVICT_LRU);
+        smoe_stream *s = tu_open_ring(path, sizes[i], 1, SMOE_EVICT_LRU);
         fill(s);
         uint64_t lru = time_scan(s, reps, 0);
         smoe_close(s);
-        s = open_ring(path, sizes[i], SMOE_EVICT_REUSE);
+        s = tu_open_ring(path, sizes[i], 1, SMOE_EVICT_REUSE);
         fill(s);
         time_scan(s, 1, 0); /* computes and caches every score */
         uint64_t cached = time_scan(s, reps, 0);
@@ -139,7 +124,7 @@ int main(int argc, char **argv)
     }
 
     /* The demand path's bookkeeping: one visit per layer step, 8 uses. */
-    smoe_stream *s = open_ring(path, 64, SMOE_EVICT_REUSE);
+    smoe_stream *s = tu_open_ring(path, 64, 1, SMOE_EVICT_REUSE);
     uint64_t x = 2463534242ull, n = 0;
     uint64_t t0 = smoe__now_ns();
     for (uint32_t t = 0; t < 500; t++)

@@ -49,20 +49,6 @@ static void fx_free(struct fx *f)
     free(f->path);
 }
 
-static smoe_stream *open_policy(const struct fx *f, uint32_t slots, uint32_t eviction)
-{
-    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
-    o.ring_slots = slots;
-    o.workers = 1;
-    o.eviction = eviction;
-    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
-    smoe_stream *s = NULL;
-    int r = smoe_open(f->path, &o, &s);
-    if (r != 0)
-        fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
-    return s;
-}
-
 static void claim_release(smoe_stream *s, uint32_t l, uint32_t e)
 {
     smoe_blob b;
@@ -81,7 +67,7 @@ static void only_idle_slots_are_taken(uint32_t eviction)
     struct fx f = fx_new(2, 8);
     struct fault_io fio;
     fault_io_install(&fio);
-    smoe_stream *s = open_policy(&f, 4, eviction);
+    smoe_stream *s = tu_open_ring(f.path, 4, 1, eviction);
     assert_int_equal(tu_stats(s).eviction, eviction);
 
     claim_release(s, 0, 0);
@@ -226,7 +212,7 @@ static uint8_t *lib_hits(const struct fx *f, const simp_steps *st, uint32_t slot
     size_t n = simp_steps_requests(st);
     uint8_t *hit = calloc(n, 1);
     assert_non_null(hit);
-    smoe_stream *s = open_policy(f, slots, eviction);
+    smoe_stream *s = tu_open_ring(f->path, slots, 1, eviction);
     for (size_t step = 0; step < st->n_steps; step++) {
         for (size_t r = st->off[step]; r < st->off[step + 1]; r++) {
             uint32_t k = st->keys[r];
@@ -317,7 +303,7 @@ static void visits_follow_layer_steps(void **state)
 {
     (void)state;
     struct fx f = fx_new(L, E);
-    smoe_stream *s = open_policy(&f, 8, SMOE_EVICT_REUSE);
+    smoe_stream *s = tu_open_ring(f.path, 8, 1, SMOE_EVICT_REUSE);
     smoe__reuse *r = s->reuse;
     assert_non_null(r);
     /* Three tokens of decode: one visit per layer step. */

@@ -568,6 +568,21 @@ size_t tu_cached_pages(const char *path)
     return n;
 }
 
+smoe_stream *tu_open_ring(const char *path, uint32_t slots, uint32_t workers,
+                          uint32_t eviction)
+{
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.ring_slots = slots;
+    o.workers = workers;
+    o.eviction = eviction;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s = NULL;
+    int r = smoe_open(path, &o, &s);
+    if (r != 0)
+        fail_msg("smoe_open %s: %s: %s", path, smoe_err_name(r), smoe_last_error());
+    return s;
+}
+
 smoe_stats tu_stats(smoe_stream *s)
 {
     smoe_stats st = SMOE_STATS_INIT;

@@ -55,6 +55,11 @@ size_t tu_cached_pages(const char *path);
 
 /* ---- streams ------------------------------------------------------------- */
 
+/* A stream on path with `slots` slots, `workers` workers and the given
+ * SMOE_EVICT_* policy; no pre-warm, no histogram, buffered reads allowed
+ * where direct I/O is refused. Fails the test if it cannot be opened. */
+smoe_stream *tu_open_ring(const char *path, uint32_t slots, uint32_t workers,
+                          uint32_t eviction);
 /* The stream's counters (fails the test if smoe_get_stats does). */
 smoe_stats tu_stats(smoe_stream *s);
 /* Wait (up to 10 s) until a read is held by the fault_io table whose
