@@ -200,7 +200,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
          * it, so we never wait at speculative priority on a read that an
          * evictor may cancel. */
         if (r == SMOE_ENOTRESIDENT || (ws != UINT32_MAX && !(ww & SMOE__W_DEMAND))) {
-            int p = smoe__prefetch_key(s, key, 0);
+            int p = smoe__prefetch_demand(s, layer, key);
             if (p < 0) {
                 r = p;
                 break;

@@ -8,8 +8,11 @@
  *    read in progress (STARTED), a slot pinned by a demand prefetch that
  *    has not been claimed yet (DEMAND).
  *  - Preference: EMPTY first; then, by class, FAILED; CONSUMED with no
- *    references (retained); speculative READY never claimed; speculative
- *    reads queued but not started (evicting one cancels it). Within the
+ *    references (retained); speculative READY never claimed (under reuse:
+ *    in the retained class, ranked with it); speculative reads queued but
+ *    not started (evicting one cancels it, for demand only).
+ *  - Under reuse, a speculative load takes an occupied idle slot only if
+ *    its entry's keep value is below the speculated expert's own. Within the
  *    best class the policy ranks: SMOE_EVICT_LRU takes the least recently
  *    used (smallest tick); SMOE_EVICT_REUSE the lowest keep value
  *    (evict_reuse.c), ties to the smallest tick.
@@ -21,8 +24,10 @@
  */
 #include "internal.h"
 
-/* Eviction class of a slot word: lower is evicted first, -1 never. */
-static int victim_class(uint64_t w, unsigned kind)
+/* Eviction class of a slot word: lower is evicted first, -1 never. Under
+ * reuse (ranked), an unclaimed speculative read competes with retained
+ * experts on its keep value instead of outliving them all. */
+static int victim_class(uint64_t w, unsigned kind, int ranked)
 {
     if (smoe__w_refs(w) != 0 || (w & SMOE__W_DEMAND))
         return -1;
@@ -32,7 +37,9 @@ static int victim_class(uint64_t w, unsigned kind)
     case SMOE__CONSUMED:
         return 1;
     case SMOE__READY:
-        return (w & SMOE__W_SPEC) ? 2 : -1; /* demand READY is pinned by DEMAND */
+        if (!(w & SMOE__W_SPEC))
+            return -1; /* demand READY is pinned by DEMAND */
+        return ranked ? 1 : 2;
     case SMOE__LOADING:
         /* A queued speculative read may be cancelled, but only to make room
          * for demand: speculation never cancels speculation. */
@@ -44,10 +51,15 @@ static int victim_class(uint64_t w, unsigned kind)
     }
 }
 
-int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word)
+int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_t *slot,
+                     uint64_t *word)
 {
     const uint32_t n = s->ring.nslots;
     smoe__reuse *const reuse = s->reuse;
+    /* Under reuse a speculative load only displaces an entry worth less
+     * than itself: speculation must not flush what demand will reuse. */
+    const double admit = reuse && kind == SMOE__PICK_SPEC ? smoe__reuse_keep_key(reuse, key)
+                                                          : 0.0;
     /* relaxed: only where to start looking; any value is correct */
     uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
     int best_class = 4;
@@ -70,7 +82,7 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint6
             return 1;
         }
         scanned++;
-        int c = victim_class(w, kind);
+        int c = victim_class(w, kind, reuse != NULL);
         if (c < 0 || c > best_class)
             continue;
         /* relaxed: ranking only (see smoe__touch) */
@@ -78,6 +90,8 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint6
         if (reuse) {
             float q;
             double keep = smoe__reuse_keep(reuse, v, smoe__w_key(w), &q);
+            if (kind == SMOE__PICK_SPEC && c > 0 && keep >= admit)
+                continue;
             if (c < best_class || keep < best_keep || (keep == best_keep && t < best_tick)) {
                 best_class = c;
                 best_keep = keep;
@@ -134,7 +148,7 @@ int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot
             *word = w;
             return 1;
         }
-        int c = victim_class(w, SMOE__PICK_SPEC);
+        int c = victim_class(w, SMOE__PICK_SPEC, 0);
         if (c < 0)
             continue;
         c = c != 0; /* FAILED, or any other idle class */

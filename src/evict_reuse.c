@@ -224,23 +224,37 @@ void smoe__reuse_use(smoe__reuse *r, uint32_t key, uint32_t layer)
     STORE(r->use[key], (uint64_t)v << 8 | nh);
 }
 
-double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
+/* q of key from its record as it stands, for the visit after `at`. */
+static float q_of(smoe__reuse *r, uint32_t key, uint64_t u, uint32_t at, uint32_t gap)
+{
+    unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)(u & 0xffu) << gap) & 0xffu;
+    double rt = rate_of(r, ld(&r->f[key]) * decay_pow(r, gap), at);
+    return (float)(1.0 / (1.0 + exp(-logit(r->ws, h, rt))));
+}
+
+/* Where key stands: the visit its q is for (*at), the visits since its
+ * last use as of then (*gap), and its distance d (the return value). */
+static double place(smoe__reuse *r, uint32_t key, uint64_t u, uint32_t *at, uint32_t *gap)
 {
     const uint32_t l = key / r->experts;
-    uint64_t u = LOAD(r->use[key]);
-    uint32_t at = LOAD(r->visits[l]); /* q is for the visit after this one */
-    uint32_t gap = at - (uint32_t)(u >> 8);
-    double d;
+    *at = LOAD(r->visits[l]); /* q is for the visit after this one */
+    *gap = *at - (uint32_t)(u >> 8);
     if (l == LOAD(r->cur)) {
         /* its layer's visit is under way and it may still be asked for in
          * it: no distance, scored as it stood before the visit */
-        d = 0;
-        gap = gap > 0 ? gap - 1 : 0;
-        at--;
-    } else {
-        double left = 1.0 - (double)(LOAD(r->vclock) - LOAD(r->began[l])) / ld(&r->period);
-        d = left < 0 ? 0 : left > 1 ? 1 : left;
+        *gap = *gap > 0 ? *gap - 1 : 0;
+        (*at)--;
+        return 0;
     }
+    double left = 1.0 - (double)(LOAD(r->vclock) - LOAD(r->began[l])) / ld(&r->period);
+    return left < 0 ? 0 : left > 1 ? 1 : left;
+}
+
+double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
+{
+    uint64_t u = LOAD(r->use[key]);
+    uint32_t at, gap;
+    double d = place(r, key, u, &at, &gap);
     /* relaxed: see learn() */
     uint32_t epoch = atomic_load_explicit(&r->epoch, memory_order_relaxed);
     uint64_t tag = SCORE_VALID | (uint64_t)(epoch & 0x7fu) << 56 | (uint64_t)(at & 0xffffffu) << 32;
@@ -250,9 +264,7 @@ double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
         uint32_t b = (uint32_t)sc;
         memcpy(&qf, &b, sizeof qf);
     } else {
-        unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)(u & 0xffu) << gap) & 0xffu;
-        double rt = rate_of(r, ld(&r->f[key]) * decay_pow(r, gap), at);
-        qf = (float)(1.0 / (1.0 + exp(-logit(r->ws, h, rt))));
+        qf = q_of(r, key, u, at, gap);
         uint32_t b;
         memcpy(&b, &qf, sizeof b);
         STORE(r->score[v], tag | b);
@@ -261,6 +273,14 @@ double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
     }
     *q = qf;
     return (double)qf - LAMBDA * ld(&r->qv) * d;
+}
+
+double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key)
+{
+    uint64_t u = LOAD(r->use[key]);
+    uint32_t at, gap;
+    double d = place(r, key, u, &at, &gap);
+    return (double)q_of(r, key, u, at, gap) - LAMBDA * ld(&r->qv) * d;
 }
 
 void smoe__reuse_victim(smoe__reuse *r, float q)

@@ -64,6 +64,9 @@ static inline void smoe__reuse_forget(smoe__reuse *r, uint32_t v)
 /* The keep value of slot v, holding key: the victim has the lowest. *q
  * receives the slot's q (for smoe__reuse_victim). */
 double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q);
+/* The keep value key would have in a slot now (computed, not cached): what
+ * a speculative load of key must beat to take an occupied slot. */
+double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key);
 /* A scan chose a victim whose q was q. */
 void smoe__reuse_victim(smoe__reuse *r, float q);
 

@@ -154,7 +154,8 @@ static inline void smoe__spec_put(struct smoe_stream *s)
 
 /* evict.c: choose a slot for a new load; see the invariants there. */
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
-int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t *slot, uint64_t *word);
+int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_t *slot,
+                     uint64_t *word);
 /* For a pre-warm load of key: only colder slots idle since the pass began. */
 int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word);

@@ -91,7 +91,8 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     for (;;) {
         int got = (kflags & SMOE__W_PREWARM)
                       ? smoe__evict_pick_prewarm(s, key, &v, &w)
-                      : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, &v, &w);
+                      : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, key,
+                                         &v, &w);
         if (!got) {
             if (counted_spec)
                 smoe__spec_put(s);
@@ -255,6 +256,16 @@ int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     }
 }
 
+int smoe__prefetch_demand(struct smoe_stream *s, uint32_t layer, uint32_t key)
+{
+    if (s->reuse)
+        smoe__reuse_visit(s->reuse, layer);
+    int r = smoe__prefetch_key(s, key, 0);
+    if (r >= 0 && s->reuse)
+        smoe__reuse_use(s->reuse, key, layer);
+    return r;
+}
+
 SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert, unsigned flags)
 {
     if (!s)
@@ -274,14 +285,9 @@ SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert, unsi
     }
     if (s->trace)
         smoe__trace_rec_add(s->trace, layer, expert);
-    if (s->reuse)
-        smoe__reuse_visit(s->reuse, layer);
-    int r = smoe__prefetch_key(s, key, 0);
-    if (r >= 0) {
+    int r = smoe__prefetch_demand(s, layer, key);
+    if (r >= 0)
         SMOE__COUNT(s, c_prefetch_demand, 1);
-        if (s->reuse)
-            smoe__reuse_use(s->reuse, key, layer);
-    }
     return r;
 }
 

@@ -12,5 +12,8 @@ struct smoe_stream;
  * SMOE__W_PREWARM for pre-warm. Returns as smoe_prefetch.
  */
 int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags);
+/* A demand prefetch of `key` of `layer`, with the eviction policy's
+ * bookkeeping (a demand request teaches reuse, whoever makes it). */
+int smoe__prefetch_demand(struct smoe_stream *s, uint32_t layer, uint32_t key);
 
 #endif

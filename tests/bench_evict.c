@@ -80,7 +80,7 @@ static uint64_t time_scan(smoe_stream *s, int reps, int forget)
         uint32_t slot;
         uint64_t word;
         uint64_t t0 = smoe__now_ns();
-        int got = smoe__evict_pick(s, SMOE__PICK_DEMAND, &slot, &word);
+        int got = smoe__evict_pick(s, SMOE__PICK_DEMAND, 0, &slot, &word);
         t[i] = smoe__now_ns() - t0;
         if (!got) {
             fprintf(stderr, "bench_evict: no victim\n");

@@ -105,6 +105,9 @@ static smoe_stream *open_pw(uint32_t slots, uint32_t workers, uint32_t pause_us,
     o.ring_slots = slots;
     o.workers = workers;
     o.prewarm_pause_us = pause_us;
+    /* The requests below push experts out in least-recently-used order;
+     * pre-warm's own victim choice does not depend on the policy. */
+    o.eviction = SMOE_EVICT_LRU;
     o.flags = flags | SMOE_OPEN_ALLOW_BUFFERED;
     smoe_stream *s = NULL;
     int r = smoe_open(g_vault, &o, &s);
