@@ -57,9 +57,15 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
     const uint32_t n = s->ring.nslots;
     smoe__reuse *const reuse = s->reuse;
     /* Under reuse a speculative load only displaces an entry worth less
-     * than itself: speculation must not flush what demand will reuse. */
-    const double admit = reuse && kind == SMOE__PICK_SPEC ? smoe__reuse_keep_key(reuse, key)
-                                                          : 0.0;
+     * than itself (speculation must not flush what demand will reuse), and
+     * only an expert likely to be asked for is worth a read at all. */
+    double admit = 0.0;
+    if (reuse && kind == SMOE__PICK_SPEC) {
+        float q;
+        admit = smoe__reuse_keep_key(reuse, key, &q);
+        if (q < SMOE__REUSE_SPEC_MIN_Q)
+            return 0;
+    }
     /* relaxed: only where to start looking; any value is correct */
     uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
     int best_class = 4;

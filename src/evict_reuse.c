@@ -275,12 +275,19 @@ double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
     return (double)qf - LAMBDA * ld(&r->qv) * d;
 }
 
-double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key)
+double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key, float *q)
 {
     uint64_t u = LOAD(r->use[key]);
+    if ((u & 0xffu) == 0) {
+        /* never asked for: nothing to judge it by (a cold stream, or an
+         * engine whose predictor knows more than the history) */
+        *q = 1.0f;
+        return 0.0;
+    }
     uint32_t at, gap;
     double d = place(r, key, u, &at, &gap);
-    return (double)q_of(r, key, u, at, gap) - LAMBDA * ld(&r->qv) * d;
+    *q = q_of(r, key, u, at, gap);
+    return (double)*q - LAMBDA * ld(&r->qv) * d;
 }
 
 void smoe__reuse_victim(smoe__reuse *r, float q)

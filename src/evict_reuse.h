@@ -64,9 +64,17 @@ static inline void smoe__reuse_forget(smoe__reuse *r, uint32_t v)
 /* The keep value of slot v, holding key: the victim has the lowest. *q
  * receives the slot's q (for smoe__reuse_victim). */
 double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q);
+/* A speculative read of an expert with a history whose q is below this is
+ * not worth its bandwidth: on a busy disk a wasted read delays demand as
+ * much as a useful one saves. 0.6 measured best of 0.5, 0.6 and 0.7
+ * (docs/eviction.md, "Speculation"). */
+#define SMOE__REUSE_SPEC_MIN_Q 0.6f
 /* The keep value key would have in a slot now (computed, not cached): what
- * a speculative load of key must beat to take an occupied slot. */
-double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key);
+ * a speculative load of key must beat to take an occupied slot; *q its q.
+ * An expert never asked for has no history to judge: *q is 1 and its keep
+ * 0, so it may take EMPTY and FAILED slots and entries ranked below 0
+ * (those whose layer is far off). */
+double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key, float *q);
 /* A scan chose a victim whose q was q. */
 void smoe__reuse_victim(smoe__reuse *r, float q);
 
