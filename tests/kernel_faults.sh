@@ -151,13 +151,15 @@ SMOE_STRESS_VAULT="$work/mnt/stress.smoe" SMOE_STRESS_SECONDS="$secs" \
     SMOE_TEST_TMPDIR="$work" timeout $((secs * 2 + 120)) "$stress" >"$work/stress.txt" 2>&1
 rc=$?
 set -e
-grep -E "^stress:" "$work/stress.txt" | sed 's/^/kernel_faults: /'
+grep -E "^stress[,:]" "$work/stress.txt" | sed 's/^/kernel_faults: /'
 case $rc in
 0) ;;
 124 | 137) die "test_stress did not finish: a hang" ;;
 *) cat "$work/stress.txt"; die "test_stress failed (rc $rc)" ;;
 esac
-stress_failed=$(sed -n 's/.*chunks, \([0-9]*\) failed).*/\1/p' "$work/stress.txt")
+# One line per stress run (one per eviction policy): add them up.
+stress_failed=$(sed -n 's/.*chunks, \([0-9]*\) failed).*/\1/p' "$work/stress.txt" |
+    awk '{ n += $1 } END { print n + 0 }')
 
 kernel_errors=$(dmesg 2>/dev/null | grep -c "I/O error, dev $(basename "$loop")" || true)
 say "kernel logged $((kernel_errors - kernel_errors_before)) read errors on $(basename "$loop")" \
