@@ -237,6 +237,16 @@ static uint64_t sub0(uint64_t a, uint64_t b)
     return a > b ? a - b : 0;
 }
 
+void smoe__budget_in_probe(smoe__budget_in *in, const smoe__mem_probe *p)
+{
+    in->have_mem = p->have_mem;
+    in->mem_total = p->mem_total;
+    in->mem_available = p->mem_available;
+    in->cg_room = p->cg_room;
+    in->cg_limit = p->cg_limit;
+    in->cg_usage = p->cg_usage;
+}
+
 int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
 {
     memset(out, 0, sizeof *out);
@@ -553,12 +563,7 @@ int smoe__budget_open(struct smoe_stream *s, const smoe_open_opts *o, uint64_t s
             return r;
         smoe__mem_probe p;
         smoe__mem_probe_read(s->io, &p);
-        in.have_mem = p.have_mem;
-        in.mem_total = p.mem_total;
-        in.mem_available = p.mem_available;
-        in.cg_room = p.cg_room;
-        in.cg_limit = p.cg_limit;
-        in.cg_usage = p.cg_usage;
+        smoe__budget_in_probe(&in, &p);
         if (p.note[0])
             smoe__log(s, SMOE_LOG_WARN, "memory budget: %s", p.note);
     }

@@ -156,6 +156,8 @@ typedef struct smoe__budget {
  * layer's top-k (or no slot at all), with a message naming both counts.
  */
 int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out);
+/* Copy a probe's memory and cgroup figures into in. */
+void smoe__budget_in_probe(smoe__budget_in *in, const smoe__mem_probe *p);
 
 /* ---- the stream's use ------------------------------------------------- */
 

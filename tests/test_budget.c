@@ -576,20 +576,6 @@ static void t_compute_explicit_and_cliff(void **state)
 
 /* ---- smoe_open ------------------------------------------------------------- */
 
-struct logbuf {
-    char text[4096];
-    int warns;
-};
-
-static void log_cb(void *user, int level, const char *msg)
-{
-    struct logbuf *l = user;
-    if (level == SMOE_LOG_WARN)
-        l->warns++;
-    size_t n = strlen(l->text);
-    snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
-}
-
 static char *g_dir;
 static char g_vault[600];
 
@@ -710,9 +696,9 @@ static void t_open_auto(void **state)
 
     /* Memory unknown: 64 slots and a warning. */
     const struct fake_file none[] = {{NULL, NULL}};
-    struct logbuf lb = {{0}, 0};
+    tu_logbuf lb = {{0}, 0};
     o = opts();
-    o.log_fn = log_cb;
+    o.log_fn = tu_log_cb;
     o.log_user = &lb;
     assert_int_equal(open_fake(none, &o, &s), 0);
     assert_int_equal(smoe_get_stats(s, &st), 0);
@@ -801,11 +787,11 @@ static void t_open_cliff(void **state)
 {
     (void)state;
     /* 4 layers x top-2 = 8 slots per token. */
-    struct logbuf lb = {{0}, 0};
+    tu_logbuf lb = {{0}, 0};
     smoe_open_opts o = opts();
     o.ring_slots = 6;
     o.top_k = 2;
-    o.log_fn = log_cb;
+    o.log_fn = tu_log_cb;
     o.log_user = &lb;
     smoe_stream *s = NULL;
     assert_int_equal(smoe_open(g_vault, &o, &s), 0);

@@ -30,25 +30,9 @@
 
 #define SEC 1000000000ull
 
-struct fx {
-    char *dir;
-    char *path;
-};
-
-static struct fx fx_new(uint32_t layers, uint32_t experts)
+static tu_fx *fx_new(uint32_t layers, uint32_t experts)
 {
-    struct fx f;
-    f.dir = tu_tmpdir();
-    f.path = tu_path(f.dir, "v.smoe");
-    assert_int_equal(tu_make_vault(f.path, layers, experts, 16384, 16384, 7), 0);
-    return f;
-}
-
-static void fx_free(struct fx *f)
-{
-    tu_rmdir(f->dir);
-    free(f->dir);
-    free(f->path);
+    return tu_fx_new(layers, experts, 16384, 16384, 7);
 }
 
 static void claim_release(smoe_stream *s, uint32_t l, uint32_t e)
@@ -68,10 +52,10 @@ static void claim_release(smoe_stream *s, uint32_t l, uint32_t e)
  * ring is full. */
 static void only_idle_slots_are_taken(uint32_t eviction)
 {
-    struct fx f = fx_new(2, 8);
+    tu_fx *f = fx_new(2, 8);
     struct fault_io fio;
     fault_io_install(&fio);
-    smoe_stream *s = tu_open_ring(f.path, 4, 1, eviction);
+    smoe_stream *s = tu_open_ring(f->path, 4, 1, eviction);
     assert_int_equal(tu_stats(s).eviction, eviction);
 
     claim_release(s, 0, 0);
@@ -114,7 +98,7 @@ static void only_idle_slots_are_taken(uint32_t eviction)
     assert_int_equal(smoe_release(s, &held), 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(&f);
+    tu_fx_free(f);
 }
 
 static void lru_takes_only_idle_slots(void **state)
@@ -218,7 +202,7 @@ static uint8_t *sim_hits(const simp_steps *st, uint32_t slots, simp_policy polic
 
 /* Hits per request of the library: each step prefetches its experts, then
  * claims and releases them, as an engine runs a layer. */
-static uint8_t *lib_hits(const struct fx *f, const simp_steps *st, uint32_t slots,
+static uint8_t *lib_hits(const tu_fx *f, const simp_steps *st, uint32_t slots,
                          uint32_t eviction, smoe_stats *out)
 {
     size_t n = simp_steps_requests(st);
@@ -242,7 +226,7 @@ static uint8_t *lib_hits(const struct fx *f, const simp_steps *st, uint32_t slot
 
 static void matches_replay(uint32_t eviction, simp_policy policy)
 {
-    struct fx f = fx_new(L, E);
+    tu_fx *f = fx_new(L, E);
     simp_steps st;
     make_steps(&st);
     size_t n = simp_steps_requests(&st);
@@ -252,7 +236,7 @@ static void matches_replay(uint32_t eviction, simp_policy policy)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         uint8_t *want = sim_hits(&st, sizes[i], policy);
         smoe_stats s1, s2;
-        uint8_t *got = lib_hits(&f, &st, sizes[i], eviction, &s1);
+        uint8_t *got = lib_hits(f, &st, sizes[i], eviction, &s1);
         uint64_t hits = 0;
         for (size_t r = 0; r < n; r++) {
             if (got[r] != want[r])
@@ -269,7 +253,7 @@ static void matches_replay(uint32_t eviction, simp_policy policy)
             assert_true(s1.evict_rescored > 0);
         }
         /* Deterministic: a second run makes the same choices. */
-        uint8_t *again = lib_hits(&f, &st, sizes[i], eviction, &s2);
+        uint8_t *again = lib_hits(f, &st, sizes[i], eviction, &s2);
         assert_memory_equal(got, again, n);
         assert_int_equal(s2.reuse_examples, s1.reuse_examples);
         free(again);
@@ -278,7 +262,7 @@ static void matches_replay(uint32_t eviction, simp_policy policy)
     }
     assert_true(all_hits > 0);
     simp_steps_free(&st);
-    fx_free(&f);
+    tu_fx_free(f);
 }
 
 static void lru_matches_replay(void **state)
@@ -298,15 +282,15 @@ static void reuse_matches_replay(void **state)
 static void reuse_beats_lru_on_a_loop(void **state)
 {
     (void)state;
-    struct fx f = fx_new(L, E);
+    tu_fx *f = fx_new(L, E);
     simp_steps st;
     make_steps(&st);
     smoe_stats lru, reuse;
-    free(lib_hits(&f, &st, 6, SMOE_EVICT_LRU, &lru));
-    free(lib_hits(&f, &st, 6, SMOE_EVICT_REUSE, &reuse));
+    free(lib_hits(f, &st, 6, SMOE_EVICT_LRU, &lru));
+    free(lib_hits(f, &st, 6, SMOE_EVICT_REUSE, &reuse));
     assert_true(reuse.hits > lru.hits);
     simp_steps_free(&st);
-    fx_free(&f);
+    tu_fx_free(f);
 }
 
 /* ---- visits ---------------------------------------------------------------- */
@@ -314,8 +298,8 @@ static void reuse_beats_lru_on_a_loop(void **state)
 static void visits_follow_layer_steps(void **state)
 {
     (void)state;
-    struct fx f = fx_new(L, E);
-    smoe_stream *s = tu_open_ring(f.path, 8, 1, SMOE_EVICT_REUSE);
+    tu_fx *f = fx_new(L, E);
+    smoe_stream *s = tu_open_ring(f->path, 8, 1, SMOE_EVICT_REUSE);
     smoe__reuse *r = s->reuse;
     assert_non_null(r);
     /* Three tokens of decode: one visit per layer step. */
@@ -350,27 +334,27 @@ static void visits_follow_layer_steps(void **state)
     assert_int_equal(atomic_load(&r->cur), 0);
     assert_int_equal(atomic_load(&r->use[5]) >> 8, 5); /* used at visit 5 */
     assert_int_equal(smoe_close(s), 0);
-    fx_free(&f);
+    tu_fx_free(f);
 }
 
 static void bad_eviction_option(void **state)
 {
     (void)state;
-    struct fx f = fx_new(1, 2);
+    tu_fx *f = fx_new(1, 2);
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.eviction = SMOE_EVICT_REUSE + 1;
     smoe_stream *s = NULL;
-    assert_int_equal(smoe_open(f.path, &o, &s), SMOE_EINVAL);
+    assert_int_equal(smoe_open(f->path, &o, &s), SMOE_EINVAL);
     assert_null(s);
     assert_non_null(strstr(smoe_last_error(), "opts.eviction"));
     /* The default is reported as the policy it resolves to. */
     o.eviction = SMOE_EVICT_DEFAULT;
     o.ring_slots = 2;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
-    assert_int_equal(smoe_open(f.path, &o, &s), 0);
+    assert_int_equal(smoe_open(f->path, &o, &s), 0);
     assert_int_equal(tu_stats(s).eviction, SMOE__DEFAULT_EVICTION);
     assert_int_equal(smoe_close(s), 0);
-    fx_free(&f);
+    tu_fx_free(f);
 }
 
 int main(void)

@@ -43,34 +43,14 @@ static uint64_t bound_ns(void)
     return (uint64_t)(10.0 * tu_time_mult() * 1e9);
 }
 
-struct fx {
-    char *dir;
-    char path[600];
-    uint64_t min_bytes, max_bytes, seed;
-};
-
-static struct fx *fx_new(uint64_t min_b, uint64_t max_b)
+/* Every vault here is LAYERS x EXPERTS, made from seed 99. */
+static tu_fx *fx_new(uint64_t min_b, uint64_t max_b)
 {
-    struct fx *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    f->dir = tu_tmpdir();
-    snprintf(f->path, sizeof f->path, "%s/v.smoe", f->dir);
-    f->min_bytes = min_b;
-    f->max_bytes = max_b;
-    f->seed = 99;
-    assert_int_equal(tu_make_vault(f->path, LAYERS, EXPERTS, min_b, max_b, f->seed), 0);
-    return f;
-}
-
-static void fx_free(struct fx *f)
-{
-    tu_rmdir(f->dir);
-    free(f->dir);
-    free(f);
+    return tu_fx_new(LAYERS, EXPERTS, min_b, max_b, 99);
 }
 
 /* 1 if the blob holds exactly what the test vault wrote for it. */
-static int blob_ok(const struct fx *f, const smoe_blob *b)
+static int blob_ok(const tu_fx *f, const smoe_blob *b)
 {
     uint64_t n = tu_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
     if (b->size != n)
@@ -103,7 +83,7 @@ static uint32_t g_chunk;
  * popularity histogram loaded and saved, pre-warm running. */
 static int g_full_open;
 
-static int open_stream(const struct fx *f, uint32_t workers, uint32_t slots, unsigned flags,
+static int open_stream(const tu_fx *f, uint32_t workers, uint32_t slots, unsigned flags,
                        smoe_stream **s)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -119,7 +99,7 @@ static int open_stream(const struct fx *f, uint32_t workers, uint32_t slots, uns
 
 /* A claim that must return within the bound: the exact bytes, or one of
  * the definite errors a failed read gives. */
-static int bounded_claim(smoe_stream *s, const struct fx *f, uint32_t l, uint32_t e,
+static int bounded_claim(smoe_stream *s, const tu_fx *f, uint32_t l, uint32_t e,
                          smoe_blob *b)
 {
     uint64_t t0 = tu_now_ns();
@@ -156,7 +136,7 @@ enum { TRANSIENT, PERSISTENT };
  * claim is tried once more and must succeed. PERSISTENT: failures are
  * definite errors. Checks the process's resources after.
  */
-static void workload(const struct fx *f, struct fault_io *fio, uint32_t workers, int ahead,
+static void workload(const tu_fx *f, struct fault_io *fio, uint32_t workers, int ahead,
                      int kind, struct tally *t)
 {
     tu_baseline base = tu_baseline_take();
@@ -215,7 +195,7 @@ static void workload(const struct fx *f, struct fault_io *fio, uint32_t workers,
 }
 
 /* Number of I/O calls one clean run of the workload makes. */
-static uint64_t count_calls(const struct fx *f, struct fault_io *fio, uint32_t workers,
+static uint64_t count_calls(const tu_fx *f, struct fault_io *fio, uint32_t workers,
                             int ahead)
 {
     struct tally t = {0};
@@ -226,7 +206,7 @@ static uint64_t count_calls(const struct fx *f, struct fault_io *fio, uint32_t w
     return atomic_load(&fio->total);
 }
 
-static void sweep(const struct fx *f, uint32_t workers, int ahead, int kind, int err,
+static void sweep(const tu_fx *f, uint32_t workers, int ahead, int kind, int err,
                   const char *what)
 {
     struct fault_io fio;
@@ -250,7 +230,7 @@ static void sweep(const struct fx *f, uint32_t workers, int ahead, int kind, int
 static void countdown_once(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1000, 70000);
+    tu_fx *f = fx_new(1000, 70000);
     sweep(f, 1, 0, TRANSIENT, EIO, "fail once, 1 worker");
     sweep(f, 3, 1, TRANSIENT, EIO, "fail once, 3 workers, prefetch ahead");
     g_chunk = 16384;
@@ -259,13 +239,13 @@ static void countdown_once(void **state)
     g_full_open = 1;
     sweep(f, 2, 1, TRANSIENT, EIO, "fail once, budget, histogram, pre-warm");
     g_full_open = 0;
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void countdown_persistent(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1000, 70000);
+    tu_fx *f = fx_new(1000, 70000);
     sweep(f, 1, 0, PERSISTENT, EIO, "fail persistently (EIO), 1 worker");
     sweep(f, 3, 1, PERSISTENT, EIO, "fail persistently (EIO), 3 workers");
     /* Calls that never stop being interrupted or never make progress. */
@@ -278,14 +258,14 @@ static void countdown_persistent(void **state)
     sweep(f, 2, 1, PERSISTENT, EIO, "fail persistently (EIO), budget, histogram, pre-warm");
     sweep(f, 2, 1, PERSISTENT, EINTR, "interrupted persistently, budget, histogram, pre-warm");
     g_full_open = 0;
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Every read in turn comes back short: no error, the same bytes. */
 static void short_reads_everywhere(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1000, 70000);
+    tu_fx *f = fx_new(1000, 70000);
     struct fault_io fio;
     fault_io_install(&fio);
     static const struct {
@@ -330,7 +310,7 @@ static void short_reads_everywhere(void **state)
     g_chunk = 0;
     fault_io_remove();
     print_tally("short reads", &t);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Direct reads cut short off a block boundary cannot go on (the next
@@ -338,7 +318,7 @@ static void short_reads_everywhere(void **state)
 static void misaligned_short_direct_read(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(20000, 20000);
+    tu_fx *f = fx_new(20000, 20000);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s;
@@ -354,14 +334,14 @@ static void misaligned_short_direct_read(void **state)
         assert_int_equal(smoe_release(s, &b), 0);
     bounded_close(s);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* EINTR on every call of every class: all retried, all succeed. */
 static void eintr_everywhere(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1000, 70000);
+    tu_fx *f = fx_new(1000, 70000);
     struct fault_io fio;
     fault_io_install(&fio);
     struct tally t = {0};
@@ -403,7 +383,7 @@ static void eintr_everywhere(void **state)
     smoe__vault_free(&v);
     free(p);
     print_tally("EINTR on every call", &t);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* A run over a vault cut in the middle of its last blob: that claim gets a
@@ -412,7 +392,7 @@ static void eintr_everywhere(void **state)
 static void read_spanning_end_of_file(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(30000, 30000);
+    tu_fx *f = fx_new(30000, 30000);
     for (int direct = 0; direct <= 1; direct++) {
         assert_int_equal(tu_make_vault(f->path, LAYERS, EXPERTS, 30000, 30000, f->seed), 0);
         smoe_stream *s;
@@ -438,12 +418,12 @@ static void read_spanning_end_of_file(void **state)
         }
         bounded_close(s);
     }
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 struct trunc_shared {
     smoe_stream *s;
-    const struct fx *f;
+    const tu_fx *f;
     _Atomic int stop;
     _Atomic uint64_t ok, failed, checksum, wrong, unexpected, slow;
 };
@@ -481,7 +461,7 @@ static void *trunc_claimer(void *p)
 static void truncated_during_run(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(16384, 40000);
+    tu_fx *f = fx_new(16384, 40000);
     for (int extend = 0; extend <= 1; extend++) {
         assert_int_equal(tu_make_vault(f->path, LAYERS, EXPERTS, 16384, 40000, f->seed), 0);
         uint64_t size = tu_file_size(f->path);
@@ -518,7 +498,7 @@ static void truncated_during_run(void **state)
         bounded_close(sh.s);
         tu_baseline_check(base, "after close");
     }
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 struct retry_race {
@@ -543,7 +523,7 @@ static void *retry_prefetcher(void *p)
 static void claim_races_failed_retry(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(16384, 16384);
+    tu_fx *f = fx_new(16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     struct retry_race rr = {0};
@@ -580,7 +560,7 @@ static void claim_races_failed_retry(void **state)
     assert_true(failed > 0);
     bounded_close(rr.s);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Remove the files of dir whose names start with prefix. */
@@ -620,7 +600,7 @@ static int read_hist(smoe_stream *s, const char *path, uint64_t *counts)
 static void freq_save_countdown(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1000, 30000);
+    tu_fx *f = fx_new(1000, 30000);
     char *hist = tu_path(f->dir, "v.freq");
     struct fault_io fio;
     fault_io_install(&fio);
@@ -688,7 +668,7 @@ static void freq_save_countdown(void **state)
                   "the previous file (%u left a temporary file: its unlink failed too), the "
                   "rest wrote the new one\n", runs, injected, failed, left);
     free(hist);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* The writer replacing an existing vault, with each of its I/O calls

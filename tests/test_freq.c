@@ -38,20 +38,6 @@
 static char *g_dir;
 static char g_vault[600], g_freq[620];
 
-struct logbuf {
-    char text[8192];
-    int warns;
-};
-
-static void log_cb(void *user, int level, const char *msg)
-{
-    struct logbuf *l = user;
-    if (level == SMOE_LOG_WARN)
-        l->warns++;
-    size_t n = strlen(l->text);
-    snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -69,7 +55,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static smoe_stream *open_v(const char *vault, unsigned flags, struct logbuf *lb)
+static smoe_stream *open_v(const char *vault, unsigned flags, tu_logbuf *lb)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 2;
@@ -77,7 +63,7 @@ static smoe_stream *open_v(const char *vault, unsigned flags, struct logbuf *lb)
     o.flags = flags | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_ALLOW_BUFFERED;
     if (lb) {
         memset(lb, 0, sizeof *lb);
-        o.log_fn = log_cb;
+        o.log_fn = tu_log_cb;
         o.log_user = lb;
     }
     smoe_stream *s = NULL;
@@ -217,7 +203,7 @@ static void t_round_trip(void **state)
 {
     (void)state;
     unlink(g_freq);
-    struct logbuf lb;
+    tu_logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
     smoe_stats st = tu_stats(s);
     assert_int_equal(st.freq_status, SMOE_FREQ_ABSENT);
@@ -294,7 +280,7 @@ static void t_two_vaults(void **state)
     assert_int_equal(fwrite(data, 1, n, f), n);
     fclose(f);
     free(data);
-    struct logbuf lb;
+    tu_logbuf lb;
     a = open_v(g_vault, 0, &lb);
     assert_int_equal(tu_stats(a).freq_status, SMOE_FREQ_FOREIGN);
     assert_int_equal(count_of(a, 0, 0), 0);
@@ -324,7 +310,7 @@ static void t_repacked(void **state)
     char rfreq[640];
     snprintf(rfreq, sizeof rfreq, "%s.freq", repacked);
     write_hist(rfreq); /* made for g_vault */
-    struct logbuf lb;
+    tu_logbuf lb;
     smoe_stream *s = open_v(repacked, 0, &lb);
     assert_int_equal(tu_stats(s).freq_status, SMOE_FREQ_FOREIGN);
     assert_int_equal(count_of(s, 0, 0), 0);
@@ -339,7 +325,7 @@ static void expect_ignored(const char *what, void (*damage)(void), int want)
 {
     write_hist(g_freq);
     damage();
-    struct logbuf lb;
+    tu_logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
     smoe_stats st = tu_stats(s);
     if ((int)st.freq_status != want)
@@ -403,7 +389,7 @@ static void t_readonly(void **state)
     smoe__io io = smoe__io_os;
     io.open = ro_open;
     smoe__io_set(&io);
-    struct logbuf lb;
+    tu_logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
     smoe__io_set(NULL);
     smoe_stats st = tu_stats(s);
@@ -433,7 +419,7 @@ static void interrupted(enum fio_call call, int err)
     unsigned char *before = tu_read_file(g_freq, &n0);
     static struct fault_io f;
     fault_io_install(&f);
-    struct logbuf lb;
+    tu_logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
     claim_n(s, 2, 2, 4);
     /* Workers are idle: nothing else calls the table while we arm it. */
@@ -493,7 +479,7 @@ static void t_close_save_fails(void **state)
     unsigned char *before = tu_read_file(g_freq, &n0);
     static struct fault_io f;
     fault_io_install(&f);
-    struct logbuf lb;
+    tu_logbuf lb;
     smoe_stream *s = open_v(g_vault, 0, &lb);
     claim_n(s, 0, 0, 1);
     f.call = FIO_RENAME;

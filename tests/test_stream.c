@@ -31,36 +31,13 @@
 
 #define SEC 1000000000ull
 
-struct fx {
-    char *dir;
-    char path[600];
-    uint32_t layers, experts;
-    uint64_t min_bytes, max_bytes, seed;
-};
-
-static struct fx *fx_new(uint32_t layers, uint32_t experts, uint64_t min_b, uint64_t max_b)
+/* Every vault here is made from seed 42. */
+static tu_fx *fx_new(uint32_t layers, uint32_t experts, uint64_t min_b, uint64_t max_b)
 {
-    struct fx *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    f->dir = tu_tmpdir();
-    snprintf(f->path, sizeof f->path, "%s/v.smoe", f->dir);
-    f->layers = layers;
-    f->experts = experts;
-    f->min_bytes = min_b;
-    f->max_bytes = max_b;
-    f->seed = 42;
-    assert_int_equal(tu_make_vault(f->path, layers, experts, min_b, max_b, f->seed), 0);
-    return f;
+    return tu_fx_new(layers, experts, min_b, max_b, 42);
 }
 
-static void fx_free(struct fx *f)
-{
-    tu_rmdir(f->dir);
-    free(f->dir);
-    free(f);
-}
-
-static smoe_stream *open_ring_ev(struct fx *f, uint32_t slots, uint32_t workers,
+static smoe_stream *open_ring_ev(tu_fx *f, uint32_t slots, uint32_t workers,
                                  unsigned flags, uint32_t eviction)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -75,13 +52,13 @@ static smoe_stream *open_ring_ev(struct fx *f, uint32_t slots, uint32_t workers,
     return s;
 }
 
-static smoe_stream *open_ring(struct fx *f, uint32_t slots, uint32_t workers, unsigned flags)
+static smoe_stream *open_ring(tu_fx *f, uint32_t slots, uint32_t workers, unsigned flags)
 {
     return open_ring_ev(f, slots, workers, flags, SMOE_EVICT_DEFAULT);
 }
 
 /* The blob's bytes are what the test vault wrote for (layer, expert). */
-static void check_blob(struct fx *f, const smoe_blob *b)
+static void check_blob(tu_fx *f, const smoe_blob *b)
 {
     uint64_t n = tu_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
     assert_int_equal(b->size, n);
@@ -105,7 +82,7 @@ static void claim_release(smoe_stream *s, uint32_t l, uint32_t e, int expect)
 static void transitions_and_retained_hit(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(2, 4, 20000, 70000);
+    tu_fx *f = fx_new(2, 4, 20000, 70000);
     smoe_stream *s = open_ring(f, 8, 2, 0);
     smoe_blob b;
 
@@ -145,13 +122,13 @@ static void transitions_and_retained_hit(void **state)
     assert_int_equal(smoe_prefetch(s, 0, 4, 0), SMOE_ENOENT);
     assert_int_equal(smoe_claim(s, 9, 9, &b), SMOE_ENOENT);
     assert_int_equal(smoe_close(s), 0);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void lru_evicts_least_recent_idle(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 8, 16384, 16384);
+    tu_fx *f = fx_new(1, 8, 16384, 16384);
     smoe_stream *s = open_ring_ev(f, 4, 1, 0, SMOE_EVICT_LRU);
     for (uint32_t e = 0; e < 4; e++)
         claim_release(s, 0, e, SMOE_READY);
@@ -169,13 +146,13 @@ static void lru_evicts_least_recent_idle(void **state)
     claim_release(s, 0, 5, SMOE_READY);
     assert_int_equal(smoe_claim(s, 0, 3, &b), SMOE_ENOTRESIDENT);
     assert_int_equal(smoe_close(s), 0);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void pinned_slots_never_evicted(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 6, 16384, 30000);
+    tu_fx *f = fx_new(1, 6, 16384, 30000);
     smoe_stream *s = open_ring(f, 2, 1, 0);
     smoe_blob a, b;
     assert_int_equal(smoe_claim_wait(s, 0, 0, 10 * SEC, &a), SMOE_READY);
@@ -204,7 +181,7 @@ static void pinned_slots_never_evicted(void **state)
     assert_int_equal(smoe_prefetch(s, 0, 5, 0), SMOE_QUEUED);
     claim_release(s, 0, 5, SMOE_READY);
     assert_int_equal(smoe_close(s), 0);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Wait until no slot is loading. */
@@ -218,7 +195,7 @@ static void wait_loaded(smoe_stream *s)
 static void demand_before_speculation(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 16, 16384, 16384);
+    tu_fx *f = fx_new(1, 16, 16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_ring(f, 16, 1, 0);
@@ -252,13 +229,13 @@ static void demand_before_speculation(void **state)
     }
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void speculation_cap_and_upgrade(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 16, 16384, 16384);
+    tu_fx *f = fx_new(1, 16, 16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -293,13 +270,13 @@ static void speculation_cap_and_upgrade(void **state)
     assert_int_equal(st.spec_used, 2);  /* 1 and 3 (2 became demand) */
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void demand_cancels_queued_speculation(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 8, 16384, 16384);
+    tu_fx *f = fx_new(1, 8, 16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -329,13 +306,13 @@ static void demand_cancels_queued_speculation(void **state)
     assert_int_equal(st.reads_done, 3); /* the cancelled read never happened */
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void failed_read_reaches_claim(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 16384, 40000);
+    tu_fx *f = fx_new(1, 4, 16384, 40000);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_ring(f, 4, 2, 0);
@@ -360,7 +337,7 @@ static void failed_read_reaches_claim(void **state)
     assert_int_equal(st.slots_failed, 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* A demand read that failed and whose error was claimed does not keep its
@@ -369,7 +346,7 @@ static void failed_read_reaches_claim(void **state)
 static void claimed_failures_free_their_slots(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 6, 16384, 16384);
+    tu_fx *f = fx_new(1, 6, 16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_ring(f, 2, 1, 0);
@@ -390,20 +367,20 @@ static void claimed_failures_free_their_slots(void **state)
     claim_release(s, 0, 1, SMOE_READY);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void truncated_after_open_fails_claim(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 16384, 16384);
+    tu_fx *f = fx_new(1, 4, 16384, 16384);
     smoe_stream *s = open_ring(f, 4, 1, 0);
     uint64_t off3 = s->vault.index[3].offset;
     assert_int_equal(truncate(f->path, (off_t)off3), 0);
     smoe_blob b;
     assert_int_equal(smoe_claim_wait(s, 0, 3, 10 * SEC, &b), SMOE_ETRUNC);
     assert_int_equal(smoe_close(s), 0);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 struct waiter {
@@ -425,7 +402,7 @@ static void *wait_thread(void *p)
 static void shutdown_wakes_waiters(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 16384, 16384);
+    tu_fx *f = fx_new(1, 4, 16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_ring(f, 4, 1, 0);
@@ -450,13 +427,13 @@ static void shutdown_wakes_waiters(void **state)
     atomic_store(&fio.hold, 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void options_and_misuse(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 2, 16384, 50000);
+    tu_fx *f = fx_new(1, 2, 16384, 50000);
     smoe_open_opts o;
     smoe_open_opts_init(&o);
     smoe_open_opts m = SMOE_OPEN_OPTS_INIT;
@@ -520,7 +497,7 @@ static void options_and_misuse(void **state)
     memset(&b, 0, sizeof b);
     assert_int_equal(smoe_release(s, &b), SMOE_EINVAL); /* never claimed */
     assert_int_equal(smoe_close(s), 0);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* A file system that refuses O_DIRECT at open, or accepts it at open and
@@ -529,7 +506,7 @@ static void options_and_misuse(void **state)
 static void direct_io_refused(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 2, 16384, 16384);
+    tu_fx *f = fx_new(1, 2, 16384, 16384);
     struct fault_io fio;
     for (int how = 1; how <= 2; how++) {
         fault_io_install(&fio);
@@ -549,7 +526,7 @@ static void direct_io_refused(void **state)
         assert_int_equal(smoe_close(s), 0);
         fault_io_remove();
     }
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Index of the expert whose blob holds file offset off (1 layer). */
@@ -563,7 +540,7 @@ static uint32_t expert_at(smoe_stream *s, uint64_t off)
     return UINT32_MAX;
 }
 
-static smoe_stream *open_chunked(struct fx *f, uint32_t slots, uint32_t workers, uint32_t chunk)
+static smoe_stream *open_chunked(tu_fx *f, uint32_t slots, uint32_t workers, uint32_t chunk)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.ring_slots = slots;
@@ -583,7 +560,7 @@ static smoe_stream *open_chunked(struct fx *f, uint32_t slots, uint32_t workers,
 static void chunks_spread_over_workers(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 8 * 16384, 8 * 16384);
+    tu_fx *f = fx_new(1, 4, 8 * 16384, 8 * 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     fio.delay_us = 5000; /* keep each worker busy long enough for others to join */
@@ -609,7 +586,7 @@ static void chunks_spread_over_workers(void **state)
     assert_true(st.ready_demand_p50_ns > 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Demand and speculative reads use their own chunk sizes; defaults are
@@ -617,7 +594,7 @@ static void chunks_spread_over_workers(void **state)
 static void chunk_sizes_by_kind(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 4 * 16384, 4 * 16384);
+    tu_fx *f = fx_new(1, 4, 4 * 16384, 4 * 16384);
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.ring_slots = 4;
     o.workers = 2;
@@ -641,7 +618,7 @@ static void chunk_sizes_by_kind(void **state)
     assert_int_equal(smoe_close(s), 0);
     o.spec_chunk_bytes = 1000;
     assert_int_equal(smoe_open(f->path, &o, &s), SMOE_EINVAL);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* With one worker busy on a speculative blob, a demand blob queued later
@@ -649,7 +626,7 @@ static void chunk_sizes_by_kind(void **state)
 static void demand_overtakes_speculation_between_chunks(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 6 * 16384, 6 * 16384);
+    tu_fx *f = fx_new(1, 4, 6 * 16384, 6 * 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_chunked(f, 4, 1, 16384);
@@ -669,13 +646,13 @@ static void demand_overtakes_speculation_between_chunks(void **state)
         assert_int_equal(expert_at(s, atomic_load(&fio.log[base + i])), 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 static void cancel_queued_speculation(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(1, 4, 16384, 16384);
+    tu_fx *f = fx_new(1, 4, 16384, 16384);
     struct fault_io fio;
     fault_io_install(&fio);
     smoe_stream *s = open_chunked(f, 4, 1, 16384);
@@ -703,14 +680,14 @@ static void cancel_queued_speculation(void **state)
     claim_release(s, 0, 1, SMOE_READY);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 /* Pages of the file in the page cache. */
 static void page_cache_untouched(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(2, 16, 16384, 200000);
+    tu_fx *f = fx_new(2, 16, 16384, 200000);
     int fd = open(f->path, O_RDONLY);
     assert_int_equal(fdatasync(fd), 0);
     assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
@@ -719,7 +696,7 @@ static void page_cache_untouched(void **state)
     smoe_stream *s = open_ring(f, 4, 2, 0);
     if (tu_stats(s).io_mode != SMOE_IO_DIRECT) {
         smoe_close(s);
-        fx_free(f);
+        tu_fx_free(f);
         skip(); /* this file system has no direct I/O */
     }
     for (uint32_t l = 0; l < 2; l++)
@@ -729,7 +706,7 @@ static void page_cache_untouched(void **state)
     size_t after = tu_cached_pages(f->path);
     if (after > before)
         fail_msg("page cache grew from %zu to %zu pages", before, after);
-    fx_free(f);
+    tu_fx_free(f);
 }
 
 int main(void)

@@ -596,3 +596,35 @@ void tu_wait_holding(const _Atomic int *holding)
         usleep(500);
     assert_true(atomic_load(holding));
 }
+
+tu_fx *tu_fx_new(uint32_t layers, uint32_t experts, uint64_t min_bytes, uint64_t max_bytes,
+                 uint64_t seed)
+{
+    tu_fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->dir = tu_tmpdir();
+    snprintf(f->path, sizeof f->path, "%s/v.smoe", f->dir);
+    f->layers = layers;
+    f->experts = experts;
+    f->min_bytes = min_bytes;
+    f->max_bytes = max_bytes;
+    f->seed = seed;
+    assert_int_equal(tu_make_vault(f->path, layers, experts, min_bytes, max_bytes, seed), 0);
+    return f;
+}
+
+void tu_fx_free(tu_fx *f)
+{
+    tu_rmdir(f->dir);
+    free(f->dir);
+    free(f);
+}
+
+void tu_log_cb(void *user, int level, const char *msg)
+{
+    tu_logbuf *l = user;
+    if (level == SMOE_LOG_WARN)
+        l->warns++;
+    size_t n = strlen(l->text);
+    snprintf(l->text + n, sizeof l->text - n, "%s\n", msg);
+}

@@ -118,6 +118,30 @@ int tu_make_vault_ex(const char *path, const tu_vault_opts *o);
 int tu_make_vault(const char *path, uint32_t layers, uint32_t experts,
                   uint64_t min_bytes, uint64_t max_bytes, uint64_t seed);
 
+/* A vault of layers x experts blobs sized in [min_bytes, max_bytes] from
+ * seed (tu_make_vault), in a directory of its own; the fields say how to
+ * recompute any blob (tu_blob_size, tu_blob_fill). */
+typedef struct tu_fx {
+    char *dir;
+    char path[600];
+    uint32_t layers, experts;
+    uint64_t min_bytes, max_bytes, seed;
+} tu_fx;
+tu_fx *tu_fx_new(uint32_t layers, uint32_t experts, uint64_t min_bytes, uint64_t max_bytes,
+                 uint64_t seed);
+/* Remove the vault's directory and free f. */
+void tu_fx_free(tu_fx *f);
+
+/* ---- capturing the library's log ----------------------------------------- */
+
+/* Pass tu_log_cb as smoe_open_opts.log_fn and a tu_logbuf as log_user:
+ * every message is appended to text (truncated when full), warnings counted. */
+typedef struct tu_logbuf {
+    char text[8192];
+    int warns;
+} tu_logbuf;
+void tu_log_cb(void *user, int level, const char *msg);
+
 /* ---- patching fields ------------------------------------------------------ */
 
 /* Header field offsets (docs/vault-format.md). */

@@ -344,12 +344,7 @@ int cmd_budget(int argc, char **argv)
     }
     smoe__mem_probe p;
     smoe__mem_probe_read(smoe__io_get(), &p);
-    in.have_mem = p.have_mem;
-    in.mem_total = p.mem_total;
-    in.mem_available = p.mem_available;
-    in.cg_room = p.cg_room;
-    in.cg_limit = p.cg_limit;
-    in.cg_usage = p.cg_usage;
+    smoe__budget_in_probe(&in, &p);
 
     smoe__budget b;
     r = smoe__budget_compute(&in, &b);

@@ -55,18 +55,9 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
     double *score = malloc((nk ? nk : 1) * sizeof *score);
     uint32_t *order = malloc((nk ? nk : 1) * sizeof *order);
     uint64_t *got = calloc((size_t)n_sizes * 2, sizeof *got);
-    if (!f || !hist || !used || !seen || !cnt_hit || !cnt_opp || !score || !order || !got) {
-        free(f);
-        free(hist);
-        free(used);
-        free(seen);
-        free(cnt_hit);
-        free(cnt_opp);
-        free(score);
-        free(order);
-        free(got);
-        return -1;
-    }
+    int rc = -1;
+    if (!f || !hist || !used || !seen || !cnt_hit || !cnt_opp || !score || !order || !got)
+        goto done;
     double base = (double)(t->top_k ? t->top_k : 1) / (double)(t->experts ? t->experts : 1);
     *requests = 0;
     for (size_t tok = tok_begin; tok < tok_end; tok++) {
@@ -107,6 +98,8 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
     }
     for (int z = 0; z < n_sizes; z++)
         hits[z] = got[z * 2] > got[z * 2 + 1] ? got[z * 2] : got[z * 2 + 1];
+    rc = 0;
+done:
     free(f);
     free(hist);
     free(used);
@@ -116,5 +109,5 @@ int simp_rank_bound(const tool_trace *t, size_t tok_begin, size_t tok_end,
     free(score);
     free(order);
     free(got);
-    return 0;
+    return rc;
 }

@@ -13,6 +13,20 @@
 
 #include "trace.h"
 
+/* Room for element n of an array of `size`-byte elements with *cap
+ * allocated (doubling from `first`): the array, moved if it grew, or NULL
+ * when out of memory (the old one is kept). */
+static void *vec_room(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? *cap * 2 : first;
+    void *nv = realloc(v, c * size);
+    if (nv)
+        *cap = c;
+    return nv;
+}
+
 /* Growable uint32 array. */
 typedef struct u32vec {
     uint32_t *v;
@@ -21,14 +35,10 @@ typedef struct u32vec {
 
 static int u32vec_push(u32vec *a, uint32_t x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 1024;
-        uint32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    uint32_t *v = vec_room(a->v, a->n, &a->cap, sizeof *v, 1024);
+    if (!v)
+        return -1;
+    a->v = v;
     a->v[a->n++] = x;
     return 0;
 }
@@ -40,14 +50,10 @@ typedef struct sizevec {
 
 static int sizevec_push(sizevec *a, size_t x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        size_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    size_t *v = vec_room(a->v, a->n, &a->cap, sizeof *v, 256);
+    if (!v)
+        return -1;
+    a->v = v;
     a->v[a->n++] = x;
     return 0;
 }
