@@ -80,7 +80,8 @@ static int f_open(const smoe__io *io, const char *path, unsigned flags)
         return e;
     if (atomic_load(&f->refuse_direct) == 1 && (flags & SMOE__IO_DIRECT))
         return -EINVAL;
-    int fd = smoe__io_os.open(&smoe__io_os, path, flags);
+    unsigned os_flags = atomic_load(&f->fake_direct) ? flags & ~SMOE__IO_DIRECT : flags;
+    int fd = smoe__io_os.open(&smoe__io_os, path, os_flags);
     if (fd >= 0 && fd < 1024)
         atomic_store(&f->direct_fd[fd], !!(flags & SMOE__IO_DIRECT));
     if (fd >= 0)
@@ -131,6 +132,10 @@ static ssize_t f_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t
         return e;
     if (atomic_load(&f->refuse_direct) == 2 && fd >= 0 && fd < 1024 &&
         atomic_load(&f->direct_fd[fd]))
+        return -EINVAL;
+    uint32_t a = atomic_load(&f->fake_direct);
+    if (a && fd >= 0 && fd < 1024 && atomic_load(&f->direct_fd[fd]) &&
+        (off % a || n % a || (uintptr_t)buf % a))
         return -EINVAL;
     n = shorten(f, FIO_PREAD, n);
     return smoe__io_os.pread(&smoe__io_os, fd, buf, n, off);

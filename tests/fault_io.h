@@ -49,6 +49,12 @@ struct fault_io {
     _Atomic int holding;         /* a pread is currently held */
     _Atomic uint32_t delay_us;   /* added to every pread */
     _Atomic int refuse_direct;   /* 1: direct opens fail EINVAL; 2: their preads do */
+    /* Nonzero: direct I/O emulated on any file system, as O_DIRECT behaves
+     * on Linux: direct opens are made without O_DIRECT, and their preads
+     * whose offset, length or buffer is not a multiple of this many bytes
+     * fail with EINVAL (checked after an injected fault, before a short
+     * read is cut). */
+    _Atomic uint32_t fake_direct;
     _Atomic int open_fds;        /* descriptors opened through this table, not yet closed */
     _Atomic unsigned char direct_fd[1024];
     _Atomic uint64_t log[4096];  /* offsets of preads, in order */
