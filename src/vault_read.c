@@ -193,6 +193,12 @@ static int check_counts(loader *L)
     if (h->meta_bytes > SMOE__META_MAX)
         return smoe__fail(SMOE_ECOUNT, "%s: header field meta_bytes: found %" PRIu64
                           ", expected at most %u", p, h->meta_bytes, SMOE__META_MAX);
+    /* A file shorter than it was written is truncated, whatever its counts
+     * say: a cut copy would otherwise read as tables too large for it. */
+    if (L->actual < h->file_size)
+        return smoe__fail(SMOE_ETRUNC, "%s: header field file_size: the vault was written "
+                          "with %" PRIu64 " bytes but the file has only %" PRIu64
+                          " (truncated copy?)", p, h->file_size, L->actual);
     /* Table sizes against the real file: this bounds every allocation. */
     uint64_t tbytes = (uint64_t)h->entries * SMOE__ENTRY_SIZE;
     if (tbytes > L->actual)
@@ -252,10 +258,6 @@ static int check_locations(loader *L)
                                   PRIu64 ")", p, a->field, b->field, a->what, a->off,
                                   a->off + a->len, b->what, b->off, b->off + b->len);
         }
-    if (L->actual < h->file_size)
-        return smoe__fail(SMOE_ETRUNC, "%s: header field file_size: the vault was written "
-                          "with %" PRIu64 " bytes but the file has only %" PRIu64
-                          " (truncated copy?)", p, h->file_size, L->actual);
     return 0;
 }
 
