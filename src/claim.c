@@ -10,6 +10,8 @@
  */
 #include <limits.h>
 #include <sched.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "error.h"
 #include "internal.h"
@@ -36,15 +38,30 @@ static int check_args(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     return 0;
 }
 
+/* Copy slot v's fault record: why its load failed. */
+static void fault_copy(const struct smoe_stream *s, uint32_t v, smoe__fault *why)
+{
+    smoe__slot_fault *sf = &s->ring.fault[v];
+    /* relaxed, all five: as err, written before the release CAS publishing
+     * FAILED that our acquire load of the slot word synchronised with */
+    why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
+    why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
+    why->io.tries = atomic_load_explicit(&sf->tries, memory_order_relaxed);
+    why->io.off = atomic_load_explicit(&sf->off, memory_order_relaxed);
+    why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
+}
+
 /*
  * One claim attempt. On SMOE_EAGAIN with a slot known, *wait_slot and
  * *wait_word tell claim_wait where to park (wait_slot UINT32_MAX: none).
+ * On a failed load's error, *why says why (else its what is NONE).
  */
 static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob,
-                      uint32_t *wait_slot, uint64_t *wait_word)
+                      uint32_t *wait_slot, uint64_t *wait_word, smoe__fault *why)
 {
     const uint32_t key = layer * s->vault.experts + expert;
     *wait_slot = UINT32_MAX;
+    why->what = SMOE__FAULT_NONE;
     /* acquire: pairs with the release store of the entry in load_new */
     uint64_t me = atomic_load_explicit(&s->map[key], memory_order_acquire);
     if (me == SMOE__MAP_NONE)
@@ -79,6 +96,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
                 w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
                 continue;
             }
+            smoe__fault f;
+            fault_copy(s, v, &f); /* under the same pin as err */
             /* The error has reached a claimer: a failed demand read stops
              * pinning its slot, or every failure would hold one slot until
              * the same expert is asked for again. The CAS is from the word
@@ -91,6 +110,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
                                                        memory_order_acq_rel,
                                                        memory_order_acquire))
                 continue;
+            *why = f;
             return err;
         }
         case SMOE__READY:
@@ -134,12 +154,36 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     return SMOE_READY;
 }
 
-static int claim_error(struct smoe_stream *s, int r, uint32_t layer, uint32_t expert)
+/* Why a load failed, as the tail of the claim's message ("" if nothing
+ * is known beyond the code). */
+static void fault_text(int r, const smoe__fault *why, char *buf, size_t n)
+{
+    const smoe__io_fail *f = &why->io;
+    char num[16];
+    buf[0] = 0;
+    if (why->what != SMOE__FAULT_READ)
+        return;
+    int k = 0;
+    if (f->eno)
+        k = snprintf(buf, n, ": %s (%s) at offset %llu, %llu bytes",
+                     smoe__errno_name(f->eno, num), strerror(f->eno),
+                     (unsigned long long)f->off, (unsigned long long)f->len);
+    else if (r == SMOE_ETRUNC)
+        k = snprintf(buf, n, ": the file ends at offset %llu, %llu bytes before the end of "
+                     "the read", (unsigned long long)f->off, (unsigned long long)f->len);
+    if (k > 0 && (size_t)k < n && f->tries >= SMOE__IO_MAX_STALLS)
+        snprintf(buf + k, n - (size_t)k, ", after %u attempts (retries used up)", f->tries);
+}
+
+static int claim_error(struct smoe_stream *s, int r, uint32_t layer, uint32_t expert,
+                       const smoe__fault *why)
 {
     if (r >= 0 || r == SMOE_EAGAIN || r == SMOE_ENOTRESIDENT)
         return r; /* expected outcomes of a poll: no message */
-    return smoe__fail(r, "claim: (layer %u, expert %u) of %s: %s", layer, expert,
-                      s->vault.path, smoe_strerror(r));
+    char how[256];
+    fault_text(r, why, how, sizeof how);
+    return smoe__fail(r, "claim: (layer %u, expert %u) of %s: %s%s", layer, expert,
+                      s->vault.path, smoe_strerror(r), how);
 }
 
 SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob)
@@ -151,7 +195,9 @@ SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert, smoe_bl
         return smoe__fail(SMOE_ESHUTDOWN, "claim: stream is shut down");
     uint32_t ws;
     uint64_t ww;
-    return claim_error(s, claim_once(s, layer, expert, blob, &ws, &ww), layer, expert);
+    smoe__fault why;
+    r = claim_once(s, layer, expert, blob, &ws, &ww, &why);
+    return claim_error(s, r, layer, expert, &why);
 }
 
 /* Park on slot v until its word changes from w (or the timeout). */
@@ -185,6 +231,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         return r;
     const uint32_t key = layer * s->vault.experts + expert;
     uint64_t t0 = 0, now = 0;
+    smoe__fault why = {SMOE__FAULT_NONE, {0, 0, 0, 0}};
     for (unsigned spins = 0;; spins++) {
         if (atomic_load(&s->stop)) {
             r = smoe__fail(SMOE_ESHUTDOWN, "claim_wait: stream is shut down");
@@ -192,7 +239,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         }
         uint32_t ws;
         uint64_t ww;
-        r = claim_once(s, layer, expert, blob, &ws, &ww);
+        r = claim_once(s, layer, expert, blob, &ws, &ww, &why);
         if (r != SMOE_EAGAIN && r != SMOE_ENOTRESIDENT)
             break;
         /* Not resident: ask for it. A read in flight that is not (or no
@@ -229,7 +276,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
     }
     if (t0)
         SMOE__COUNT(s, c_claim_wait_ns, smoe__now_ns() - t0);
-    return claim_error(s, r, layer, expert);
+    return claim_error(s, r, layer, expert, &why);
 }
 
 SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob)

@@ -1,6 +1,8 @@
 /* error.c - error names, messages and the thread-local detail message. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "smoe/smoe.h"
 #include "error.h"
@@ -58,4 +60,31 @@ void smoe__set_msg(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_msg, sizeof last_msg, fmt, ap);
     va_end(ap);
+}
+
+const char *smoe__errno_name(int eno, char buf[16])
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+    const char *name = strerrorname_np(eno);
+    if (name)
+        return name;
+#else
+    /* What a read can fail with; others are numbered. */
+    static const struct {
+        int eno;
+        const char *name;
+    } names[] = {
+        {EIO, "EIO"},       {EINTR, "EINTR"},   {EAGAIN, "EAGAIN"},
+        {ENOMEM, "ENOMEM"}, {EINVAL, "EINVAL"}, {EBADF, "EBADF"},
+        {EFAULT, "EFAULT"}, {ENXIO, "ENXIO"},   {ENODEV, "ENODEV"},
+        {ENOSPC, "ENOSPC"}, {EISDIR, "EISDIR"}, {EOVERFLOW, "EOVERFLOW"},
+        {ESTALE, "ESTALE"}, {ETIMEDOUT, "ETIMEDOUT"}, {EACCES, "EACCES"},
+        {EPERM, "EPERM"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (names[i].eno == eno)
+            return names[i].name;
+#endif
+    snprintf(buf, 16, "errno %d", eno);
+    return buf;
 }

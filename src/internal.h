@@ -53,6 +53,29 @@ typedef struct smoe__worker {
     int started;
 } smoe__worker;
 
+/* What a FAILED slot's message adds to its error (claim.c). */
+enum {
+    SMOE__FAULT_NONE = 0, /* nothing (a checksum mismatch, a shutdown) */
+    SMOE__FAULT_READ      /* the read: where, how much, errno, attempts */
+};
+
+/* Why slot v's load failed, next to ring.err[v]: written by the worker
+ * that sets the error (worker.c), read by a claimer that sees FAILED
+ * (claim.c), and ordered as err is (their comments say how). */
+typedef struct smoe__slot_fault {
+    _Atomic uint32_t what;  /* SMOE__FAULT_* */
+    _Atomic int eno;        /* smoe__io_fail's fields */
+    _Atomic uint32_t tries;
+    _Atomic uint64_t off;
+    _Atomic uint64_t len;
+} smoe__slot_fault;
+
+/* A copy of one, taken by the claimer. */
+typedef struct smoe__fault {
+    uint32_t what;
+    smoe__io_fail io;
+} smoe__fault;
+
 /* The ring: one region, slot words and LRU ticks in dense arrays so a
  * victim scan reads a few compact cache lines per 8 slots. */
 typedef struct smoe__ring {
@@ -66,6 +89,7 @@ typedef struct smoe__ring {
     _Atomic uint64_t *word;  /* nslots: the packed slot words (slot.h) */
     _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
     _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
+    smoe__slot_fault *fault; /* nslots: why, for the claimer's message */
     /* Chunked reads of the load in progress (worker.c): */
     _Atomic uint64_t *chunk_next; /* nslots: gen << 32 | next chunk to hand out */
     _Atomic uint32_t *chunk_size; /* nslots: chunk bytes of this load */

@@ -190,13 +190,28 @@ int smoe__io_close(const smoe__io *io, int fd)
 int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
                        uint64_t off, const atomic_int *stop, int *err_no)
 {
+    smoe__io_fail why = {0, 0, 0, 0};
+    int r = smoe__io_read_full_ex(io, fd, buf, n, off, stop, &why);
+    *err_no = why.eno;
+    return r;
+}
+
+static int read_failed(smoe__io_fail *why, int rc, uint64_t off, size_t n, int eno,
+                       int tries)
+{
+    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries};
+    return rc;
+}
+
+int smoe__io_read_full_ex(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off,
+                          const atomic_int *stop, smoe__io_fail *why)
+{
     unsigned char *p = buf;
     int stalls = 0;
-    *err_no = 0;
     while (n > 0) {
         /* relaxed: a hint to stop early; the caller re-checks shutdown itself */
         if (stop && atomic_load_explicit(stop, memory_order_relaxed))
-            return SMOE_ESHUTDOWN;
+            return read_failed(why, SMOE_ESHUTDOWN, off, n, 0, stalls);
         ssize_t r = io->pread(io, fd, p, n, off);
         if (r > 0) {
             p += r;
@@ -205,11 +220,11 @@ int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
             stalls = 0;
             continue;
         }
-        if (r == 0)
-            return SMOE_ETRUNC; /* end of file before n bytes */
-        *err_no = (int)-r;
-        if ((r != -EINTR && r != -EAGAIN) || ++stalls >= SMOE__IO_MAX_STALLS)
-            return SMOE_EIO;
+        if (r == 0) /* end of file before n bytes */
+            return read_failed(why, SMOE_ETRUNC, off, n, 0, 1);
+        int retry = r == -EINTR || r == -EAGAIN;
+        if (!retry || ++stalls >= SMOE__IO_MAX_STALLS)
+            return read_failed(why, SMOE_EIO, off, n, (int)-r, retry ? stalls : stalls + 1);
     }
     return 0;
 }

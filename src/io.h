@@ -83,6 +83,18 @@ int smoe__io_close(const smoe__io *io, int fd);
  */
 int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
                        uint64_t off, const atomic_int *stop, int *err_no);
+
+/* Where and why smoe__io_read_full_ex failed, for the caller's message. */
+typedef struct smoe__io_fail {
+    uint64_t off;   /* file offset of the failed call; at end of file, where the file ends */
+    uint64_t len;   /* bytes still to read there */
+    int eno;        /* its errno; 0 at end of file */
+    uint32_t tries; /* attempts there, the last included; SMOE__IO_MAX_STALLS: retries used up */
+} smoe__io_fail;
+
+/* smoe__io_read_full that says why it failed (*why, on failure). */
+int smoe__io_read_full_ex(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off,
+                          const atomic_int *stop, smoe__io_fail *why);
 /* Write exactly n bytes at off (loops on EINTR and short writes).
  * @return 0 or SMOE_EIO with *err_no set. */
 int smoe__io_write_full(const smoe__io *io, int fd, const void *buf, size_t n,

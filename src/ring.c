@@ -1,7 +1,7 @@
 /*
  * ring.c - the ring's memory: one 16 KiB-aligned region holding every
  * slot, faulted in at open so its cost comes there and not mid-token, and
- * the dense arrays of slot words, ticks and errors.
+ * the dense arrays of slot words, ticks, errors and their causes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,11 +70,12 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
     r->word = calloc(nslots, sizeof *r->word);
     r->tick = calloc(nslots, sizeof *r->tick);
     r->err = calloc(nslots, sizeof *r->err);
+    r->fault = calloc(nslots, sizeof *r->fault);
     r->chunk_next = calloc(nslots, sizeof *r->chunk_next);
     r->chunk_left = calloc(nslots, sizeof *r->chunk_left);
     r->chunk_size = calloc(nslots, sizeof *r->chunk_size);
     r->t_queued = calloc(nslots, sizeof *r->t_queued);
-    if (!r->word || !r->tick || !r->err || !r->chunk_next || !r->chunk_left || !r->chunk_size ||
+    if (!r->word || !r->tick || !r->err || !r->fault || !r->chunk_next || !r->chunk_left || !r->chunk_size ||
         !r->t_queued) {
         smoe__ring_free(r);
         return smoe__fail(SMOE_ENOMEM, "ring: out of memory for %u slot words", nslots);
@@ -83,6 +84,11 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         atomic_init(&r->word[i], SMOE__EMPTY);
         atomic_init(&r->tick[i], 0);
         atomic_init(&r->err[i], 0);
+        atomic_init(&r->fault[i].what, SMOE__FAULT_NONE);
+        atomic_init(&r->fault[i].eno, 0);
+        atomic_init(&r->fault[i].tries, 0);
+        atomic_init(&r->fault[i].off, 0);
+        atomic_init(&r->fault[i].len, 0);
         atomic_init(&r->chunk_next[i], 0);
         atomic_init(&r->chunk_left[i], 0);
         atomic_init(&r->chunk_size[i], 0);
@@ -101,6 +107,7 @@ void smoe__ring_free(smoe__ring *r)
     free(r->word);
     free(r->tick);
     free(r->err);
+    free(r->fault);
     free(r->chunk_next);
     free(r->chunk_left);
     free(r->chunk_size);

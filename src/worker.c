@@ -109,14 +109,35 @@ void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t 
     smoe__load_tokens(s, v, gen, n, demand);
 }
 
+/* Record why slot v's load failed (f NULL: nothing to add), beside the
+ * error. Only the worker that sets the error writes it. */
+static void fault_note(struct smoe_stream *s, uint32_t v, uint32_t what,
+                       const smoe__io_fail *f)
+{
+    static const smoe__io_fail none = {0, 0, 0, 0};
+    smoe__slot_fault *sf = &s->ring.fault[v];
+    if (!f)
+        f = &none;
+    /* relaxed, all five: published with the error, by our acq_rel countdown
+     * of chunk_left and then the release CAS publishing FAILED; they pair
+     * with the claimer's acquire load of the slot word (claim.c) */
+    atomic_store_explicit(&sf->what, what, memory_order_relaxed);
+    atomic_store_explicit(&sf->eno, f->eno, memory_order_relaxed);
+    atomic_store_explicit(&sf->tries, f->tries, memory_order_relaxed);
+    atomic_store_explicit(&sf->off, f->off, memory_order_relaxed);
+    atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
+}
+
 /* The last chunk landed: verify, record the latency, publish. */
 static void load_done(struct smoe_stream *s, uint32_t v, const smoe__vault_entry *e)
 {
     /* relaxed: ordered by the acq_rel countdown the caller just won */
     int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
     if (err == 0 && s->verify &&
-        smoe__hash(smoe__slot_data(&s->ring, v), e->size) != e->hash)
+        smoe__hash(smoe__slot_data(&s->ring, v), e->size) != e->hash) {
         err = SMOE_ECHECKSUM;
+        fault_note(s, v, SMOE__FAULT_NONE, NULL);
+    }
     SMOE__COUNT(s, c_reads_done, 1);
     if (err)
         SMOE__COUNT(s, c_reads_failed, 1);
@@ -163,15 +184,19 @@ static void run_request(smoe__worker *wk, smoe__req rq)
                                                     memory_order_acquire));
     const uint64_t off = (uint64_t)(uint32_t)c * chunk;
     const uint64_t len = e->padded - off < chunk ? e->padded - off : chunk;
-    int eno = 0;
-    int err = smoe__io_read_full(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
-                                 (size_t)len, e->offset + off, &s->stop, &eno);
+    smoe__io_fail why;
+    int err = smoe__io_read_full_ex(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
+                                    (size_t)len, e->offset + off, &s->stop, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err) {
         int none = 0;
-        /* relaxed: published by the acq_rel countdown below; first error wins */
-        atomic_compare_exchange_strong_explicit(&s->ring.err[rq.slot], &none, err,
-                                                memory_order_relaxed, memory_order_relaxed);
+        /* relaxed: published by the acq_rel countdown below; first error
+         * wins, and its winner says why */
+        if (atomic_compare_exchange_strong_explicit(&s->ring.err[rq.slot], &none, err,
+                                                    memory_order_relaxed,
+                                                    memory_order_relaxed))
+            fault_note(s, rq.slot,
+                       err == SMOE_ESHUTDOWN ? SMOE__FAULT_NONE : SMOE__FAULT_READ, &why);
     } else {
         SMOE__COUNT(s, c_bytes_read, len);
     }

@@ -1,10 +1,14 @@
 /*
- * Description: the read path's hardening (issue 14, item 19),
+ * Description: the read path's hardening (issue 14, items 15, 19),
  * one test per item, each named after it:
+ *  - item15: a failed read says why: the errno's name and text, the file
+ *    offset and length of the failed read, and whether retries were used
+ *    up, through smoe_last_error() after smoe_claim and smoe_claim_wait;
  *  - item19: a vault cut to any length, 128 and 129 bytes included, is
  *    SMOE_ETRUNC.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,18 +17,115 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "dio.h"
 #include "fault_io.h"
 #include "internal.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
 #include "vault.h"
 
+/* Generous: a bound on hanging, not a speed claim. */
+static uint64_t bound_ns(void)
+{
+    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
+}
+
+static smoe_stream *open_stream(const tu_fx *f, uint32_t chunk, int verify, unsigned flags)
+{
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = f->layers * f->experts;
+    o.chunk_bytes = chunk;
+    o.verify = verify ? SMOE_VERIFY_ON : SMOE_VERIFY_OFF;
+    o.flags = flags | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+    smoe_stream *s = NULL;
+    int r = smoe_open(f->path, &o, &s);
+    if (r != 0)
+        fail_msg("smoe_open %s: %s: %s", f->path, smoe_err_name(r), smoe_last_error());
+    return s;
+}
+
 static void expect_msg(const char *needle)
 {
     tu_expect_contains(smoe_last_error(), needle);
+}
+
+/* ---- item 15 ----------------------------------------------------------------- */
+
+/* The claim's message after blob (0, 0)'s read failed, through both
+ * smoe_claim_wait and smoe_claim, must contain want. */
+static void claim_fails_with(smoe_stream *s, int code, const char *want)
+{
+    smoe_blob b;
+    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    if (r != code)
+        fail_msg("claim_wait returned %s, expected %s: %s", smoe_err_name(r),
+                 smoe_err_name(code), smoe_last_error());
+    expect_msg(want);
+    r = smoe_claim(s, 0, 0, &b);
+    assert_int_equal(r, code);
+    expect_msg(want);
+}
+
+static void item15_read_error_names_errno(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 2, 40000, 60000, 15);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    static const struct {
+        int eno;
+        const char *name;
+    } errs[] = {{EIO, "EIO"}, {ENOMEM, "ENOMEM"}, {EINVAL, "EINVAL"}, {ENOSPC, "ENOSPC"}};
+    char want[1200];
+    for (int chunked = 0; chunked <= 1; chunked++)
+        for (size_t i = 0; i < sizeof errs / sizeof *errs; i++) {
+            smoe_stream *s = open_stream(f, chunked ? 16384 : 0, 1, SMOE_OPEN_ALLOW_BUFFERED);
+            const smoe__vault_entry *e = smoe__vault_entry_of(&s->vault, 0, 0);
+            /* whole blob in one read, or its second 16 KiB chunk */
+            uint64_t off = e->offset + (chunked ? 16384 : 0);
+            uint64_t len = chunked ? 16384 : e->padded;
+            fault_io_arm(&fio, FIO_FAIL_OFFSET, FIO_PREAD, 0, errs[i].eno, off);
+            snprintf(want, sizeof want, "claim: (layer 0, expert 0) of %s: read failed: %s "
+                     "(%s) at offset %" PRIu64 ", %" PRIu64 " bytes", f->path, errs[i].name,
+                     strerror(errs[i].eno), off, len);
+            claim_fails_with(s, SMOE_EIO, want);
+            assert_true(strstr(smoe_last_error(), "attempts") == NULL);
+            fault_io_disarm(&fio);
+            assert_int_equal(smoe_close(s), 0);
+        }
+    /* Interrupted or refused on every attempt: the retries are used up. */
+    static const struct {
+        int eno;
+        const char *name;
+    } storms[] = {{EINTR, "EINTR"}, {EAGAIN, "EAGAIN"}};
+    for (size_t i = 0; i < sizeof storms / sizeof *storms; i++) {
+        smoe_stream *s = open_stream(f, 0, 1, SMOE_OPEN_ALLOW_BUFFERED);
+        const smoe__vault_entry *e = smoe__vault_entry_of(&s->vault, 0, 0);
+        fault_io_arm(&fio, FIO_FAIL_FROM, FIO_PREAD, 1, storms[i].eno, 0);
+        snprintf(want, sizeof want, "claim: (layer 0, expert 0) of %s: read failed: %s (%s) "
+                 "at offset %" PRIu64 ", %" PRIu64 " bytes, after %d attempts (retries used "
+                 "up)", f->path, storms[i].name, strerror(storms[i].eno), e->offset,
+                 e->padded, SMOE__IO_MAX_STALLS);
+        claim_fails_with(s, SMOE_EIO, want);
+        fault_io_disarm(&fio);
+        assert_int_equal(smoe_close(s), 0);
+    }
+    /* The file ends inside the blob: where. */
+    smoe_stream *s = open_stream(f, 0, 1, SMOE_OPEN_BUFFERED);
+    const smoe__vault_entry *e = smoe__vault_entry_of(&s->vault, 0, 0);
+    tu_truncate(f->path, e->offset + 5000);
+    snprintf(want, sizeof want, "claim: (layer 0, expert 0) of %s: file is truncated: the "
+             "file ends at offset %" PRIu64 ", %" PRIu64 " bytes before the end of the read",
+             f->path, e->offset + 5000, e->padded - 5000);
+    claim_fails_with(s, SMOE_ETRUNC, want);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    tu_fx_free(f);
 }
 
 /* ---- item 19 ----------------------------------------------------------------- */
@@ -80,6 +181,7 @@ static void item19_cut_vault_is_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(item15_read_error_names_errno),
         cmocka_unit_test(item19_cut_vault_is_truncated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -365,7 +365,10 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* si
  *         it (or it was evicted); SMOE_EIO, SMOE_ECHECKSUM, SMOE_ETRUNC: its
  *         read failed, and stays failed until the next prefetch of the
  *         expert retries it; SMOE_ENOENT; SMOE_ESHUTDOWN; SMOE_EREFS.
- *         No reference is taken on any negative return.
+ *         No reference is taken on any negative return. After a failed
+ *         read, smoe_last_error() says why: the errno's name and text, the
+ *         file offset and length of the failed read and whether its
+ *         retries were used up, or where a truncated file ends.
  * Thread safety: any number of threads at once; lock-free; no allocation.
  */
 SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
