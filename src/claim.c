@@ -171,6 +171,9 @@ static void fault_text(int r, const smoe__fault *why, char *buf, size_t n)
     else if (r == SMOE_ETRUNC)
         k = snprintf(buf, n, ": the file ends at offset %llu, %llu bytes before the end of "
                      "the read", (unsigned long long)f->off, (unsigned long long)f->len);
+    else if (r == SMOE_EIO)
+        k = snprintf(buf, n, ": short direct reads made no progress at offset %llu, %llu "
+                     "bytes", (unsigned long long)f->off, (unsigned long long)f->len);
     if (k > 0 && (size_t)k < n && f->tries >= SMOE__IO_MAX_STALLS)
         snprintf(buf + k, n - (size_t)k, ", after %u attempts (retries used up)", f->tries);
 }

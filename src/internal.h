@@ -5,7 +5,9 @@
  * loop take no lock and allocate nothing. Their only system calls are the
  * read itself and futex wake/wait on a parked worker or claimer (plus a
  * sched_yield in the rare race of two prefetches of one expert at the same
- * instant). Everything they touch is allocated in smoe_open.
+ * instant). Everything they touch is allocated in smoe_open. A direct
+ * read the kernel returns cut off an alignment boundary (end of file, or a
+ * device that returns partial reads) also costs one fstat (io.c).
  */
 #ifndef SMOE_INTERNAL_H
 #define SMOE_INTERNAL_H
@@ -51,6 +53,7 @@ typedef struct smoe__worker {
     int fd;
     uint32_t id;
     int started;
+    uint32_t align; /* fd's direct I/O offset alignment; 0: buffered (worker.c) */
 } smoe__worker;
 
 /* What a FAILED slot's message adds to its error (claim.c). */

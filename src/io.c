@@ -191,7 +191,7 @@ int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
                        uint64_t off, const atomic_int *stop, int *err_no)
 {
     smoe__io_fail why = {0, 0, 0, 0};
-    int r = smoe__io_read_full_ex(io, fd, buf, n, off, stop, &why);
+    int r = smoe__io_read_full_ex(io, fd, buf, n, off, 0, stop, &why);
     *err_no = why.eno;
     return r;
 }
@@ -204,7 +204,7 @@ static int read_failed(smoe__io_fail *why, int rc, uint64_t off, size_t n, int e
 }
 
 int smoe__io_read_full_ex(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off,
-                          const atomic_int *stop, smoe__io_fail *why)
+                          uint32_t align, const atomic_int *stop, smoe__io_fail *why)
 {
     unsigned char *p = buf;
     int stalls = 0;
@@ -214,9 +214,23 @@ int smoe__io_read_full_ex(const smoe__io *io, int fd, void *buf, size_t n, uint6
             return read_failed(why, SMOE_ESHUTDOWN, off, n, 0, stalls);
         ssize_t r = io->pread(io, fd, p, n, off);
         if (r > 0) {
-            p += r;
-            n -= (size_t)r;
-            off += (uint64_t)r;
+            size_t got = (size_t)r;
+            if (align && got < n && got % align) {
+                /* Cut off a boundary: at the end of the file, or a partial
+                 * read; only then is the file's size worth a call. */
+                uint64_t size;
+                if (smoe__io_size(io, fd, &size) == 0 && size <= off + got)
+                    return read_failed(why, SMOE_ETRUNC, off + got, n - got, 0, 1);
+                got -= got % align;
+                if (got == 0) {
+                    if (++stalls >= SMOE__IO_MAX_STALLS)
+                        return read_failed(why, SMOE_EIO, off, n, 0, stalls);
+                    continue;
+                }
+            }
+            p += got;
+            n -= got;
+            off += got;
             stalls = 0;
             continue;
         }

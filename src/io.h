@@ -88,13 +88,22 @@ int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
 typedef struct smoe__io_fail {
     uint64_t off;   /* file offset of the failed call; at end of file, where the file ends */
     uint64_t len;   /* bytes still to read there */
-    int eno;        /* its errno; 0 at end of file */
+    int eno;        /* its errno; 0 at end of file, or when short reads made no progress */
     uint32_t tries; /* attempts there, the last included; SMOE__IO_MAX_STALLS: retries used up */
 } smoe__io_fail;
 
-/* smoe__io_read_full that says why it failed (*why, on failure). */
+/*
+ * smoe__io_read_full that says why it failed (*why, on failure), and
+ * keeps direct reads aligned. align: 0 for a buffered descriptor; for a
+ * direct one, its offset alignment (off, n and buf are multiples of it).
+ * A direct read cut short off a boundary never continues where it stopped
+ * (the kernel refuses a misaligned direct read with EINVAL): unless the
+ * file ends there, it continues from the last boundary before, keeping the
+ * bytes up to it. Telling the two apart costs one io->size call, made only
+ * for such a cut read.
+ */
 int smoe__io_read_full_ex(const smoe__io *io, int fd, void *buf, size_t n, uint64_t off,
-                          const atomic_int *stop, smoe__io_fail *why);
+                          uint32_t align, const atomic_int *stop, smoe__io_fail *why);
 /* Write exactly n bytes at off (loops on EINTR and short writes).
  * @return 0 or SMOE_EIO with *err_no set. */
 int smoe__io_write_full(const smoe__io *io, int fd, const void *buf, size_t n,

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dio.h"
 #include "error.h"
 #include "internal.h"
 #include "park.h"
@@ -186,7 +187,7 @@ static void run_request(smoe__worker *wk, smoe__req rq)
     const uint64_t len = e->padded - off < chunk ? e->padded - off : chunk;
     smoe__io_fail why;
     int err = smoe__io_read_full_ex(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
-                                    (size_t)len, e->offset + off, &s->stop, &why);
+                                    (size_t)len, e->offset + off, wk->align, &s->stop, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err) {
         int none = 0;
@@ -256,6 +257,18 @@ int smoe__workers_start(struct smoe_stream *s)
 {
     for (uint32_t i = 0; i < s->nworkers; i++) {
         smoe__worker *wk = &s->workers[i];
+        /* Where a direct read cut short may go on (smoe__io_read_full_ex):
+         * a boundary both the file offset and the slot's memory may be cut
+         * at; when unknown, 16 KiB, a multiple of every alignment smoe_open
+         * accepts. */
+        uint32_t mem_align, off_align;
+        wk->align = 0;
+        if (s->io_mode == SMOE_IO_DIRECT) {
+            if (smoe__dio_align(wk->fd, &mem_align, &off_align) == 0 && off_align)
+                wk->align = mem_align > off_align ? mem_align : off_align;
+            else
+                wk->align = SMOE__ALIGN;
+        }
         int e = pthread_create(&wk->thread, NULL, worker_main, wk);
         if (e)
             return smoe__fail(SMOE_ESYS, "open: cannot start worker %u of %u: %s", i,

@@ -313,8 +313,10 @@ static void short_reads_everywhere(void **state)
     tu_fx_free(f);
 }
 
-/* Direct reads cut short off a block boundary cannot go on (the next
- * offset is misaligned): a definite error, never wrong bytes. */
+/* Direct reads the table cuts to 100 bytes: where O_DIRECT is real the
+ * kernel refuses such a request (EINVAL), a definite error, never wrong
+ * bytes. (A read the kernel itself returns cut short goes on from the last
+ * aligned boundary: test_harden_read, item 18.) */
 static void misaligned_short_direct_read(void **state)
 {
     (void)state;

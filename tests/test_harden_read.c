@@ -1,9 +1,14 @@
 /*
- * Description: the read path's hardening (issue 14, items 15, 19),
+ * Description: the read path's hardening (issue 14, items 15, 18, 19),
  * one test per item, each named after it:
  *  - item15: a failed read says why: the errno's name and text, the file
  *    offset and length of the failed read, and whether retries were used
  *    up, through smoe_last_error() after smoe_claim and smoe_claim_wait;
+ *  - item18: a direct read cut short off an alignment boundary goes on
+ *    from the last aligned boundary, keeping the bytes before it; reads
+ *    that keep coming back cut make no progress and end in SMOE_EIO; a
+ *    file that ends off a boundary is SMOE_ETRUNC (direct I/O emulated by
+ *    tests/fault_io.c, so this runs on any file system);
  *  - item19: a vault cut to any length, 128 and 129 bytes included, is
  *    SMOE_ETRUNC.
  */
@@ -47,6 +52,20 @@ static smoe_stream *open_stream(const tu_fx *f, uint32_t chunk, int verify, unsi
     if (r != 0)
         fail_msg("smoe_open %s: %s: %s", f->path, smoe_err_name(r), smoe_last_error());
     return s;
+}
+
+/* 1 if the blob holds exactly what the test vault wrote for it. */
+static int blob_ok(const tu_fx *f, const smoe_blob *b)
+{
+    uint64_t n = tu_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
+    if (b->size != n)
+        return 0;
+    unsigned char *want = malloc(n);
+    assert_non_null(want);
+    tu_blob_fill(want, n, f->seed, b->layer, b->expert);
+    int ok = memcmp(b->data, want, n) == 0;
+    free(want);
+    return ok;
 }
 
 static void expect_msg(const char *needle)
@@ -128,6 +147,92 @@ static void item15_read_error_names_errno(void **state)
     tu_fx_free(f);
 }
 
+/* ---- item 18 ----------------------------------------------------------------- */
+
+/* The direct I/O alignment the library goes on from after a cut read on
+ * path's file system: the larger of what statx reports for memory and
+ * offsets, else 16 KiB (worker.c). */
+static uint32_t dio_align_of(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    uint32_t mem_align, off_align;
+    int known = smoe__dio_align(fd, &mem_align, &off_align) == 0 && off_align;
+    close(fd);
+    if (!known)
+        return SMOE__ALIGN;
+    return mem_align > off_align ? mem_align : off_align;
+}
+
+/* Direct reads, emulated (offsets, lengths and buffers off the alignment
+ * fail with EINVAL, as O_DIRECT does). The first read of blob (0, 0) comes
+ * back cut off an alignment boundary: the library goes on from the last
+ * boundary before the cut, keeping the bytes up to there, and the claim
+ * gets the exact bytes. A file that ends off a boundary is SMOE_ETRUNC,
+ * not SMOE_EIO. */
+static void item18_unaligned_short_direct_read_continues(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 2, 40000, 60000, 18);
+    const uint32_t align = dio_align_of(f->path);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    atomic_store(&fio.fake_direct, align < 4096 ? align : 4096);
+    static const uint64_t cuts[] = {20000, 100, 16384 + 4096 + 1, 40000, 511};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        smoe_stream *s = open_stream(f, 0, 1, 0);
+        assert_int_equal(tu_stats(s).io_mode, SMOE_IO_DIRECT);
+        const smoe__vault_entry *e = smoe__vault_entry_of(&s->vault, 0, 0);
+        uint32_t first = atomic_load(&fio.nlog);
+        fault_io_arm(&fio, FIO_SHORT_ONCE, FIO_PREAD, 1, 0, cuts[i]);
+        smoe_blob b;
+        int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+        if (r < 0)
+            fail_msg("direct read cut to %" PRIu64 " bytes: %s: %s", cuts[i], smoe_err_name(r),
+                     smoe_last_error());
+        assert_true(blob_ok(f, &b));
+        assert_int_equal(smoe_release(s, &b), 0);
+        assert_int_equal(atomic_load(&fio.fired), 1);
+        /* The cut read, then one from the last boundary before the cut. */
+        assert_int_equal(atomic_load(&fio.nlog) - first, 2);
+        assert_int_equal(atomic_load(&fio.log[first]), e->offset);
+        assert_int_equal(atomic_load(&fio.log[first + 1]), e->offset + cuts[i] / align * align);
+        fault_io_disarm(&fio);
+        assert_int_equal(smoe_close(s), 0);
+    }
+    /* Every read comes back cut to 100 bytes: no progress, a definite
+     * error once the retries are used up. */
+    smoe_stream *s = open_stream(f, 0, 1, 0);
+    const smoe__vault_entry *e = smoe__vault_entry_of(&s->vault, 0, 0);
+    fault_io_arm(&fio, FIO_SHORT, FIO_PREAD, 1, 0, 100);
+    smoe_blob b;
+    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    if (r != SMOE_EIO)
+        fail_msg("direct reads cut to 100 bytes: %s, expected SMOE_EIO: %s", smoe_err_name(r),
+                 smoe_last_error());
+    char want[1200];
+    snprintf(want, sizeof want, "read failed: short direct reads made no progress at offset %"
+             PRIu64 ", %" PRIu64 " bytes, after %d attempts (retries used up)", e->offset,
+             e->padded, SMOE__IO_MAX_STALLS);
+    expect_msg(want);
+    fault_io_disarm(&fio);
+    assert_int_equal(smoe_close(s), 0);
+    /* The file ends 5000 bytes into the blob: a definite SMOE_ETRUNC. */
+    s = open_stream(f, 0, 1, 0);
+    e = smoe__vault_entry_of(&s->vault, 0, 0);
+    tu_truncate(f->path, e->offset + 5000);
+    r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    if (r != SMOE_ETRUNC)
+        fail_msg("direct read of a blob the file ends in: %s, expected SMOE_ETRUNC: %s",
+                 smoe_err_name(r), smoe_last_error());
+    snprintf(want, sizeof want, "file is truncated: the file ends at offset %" PRIu64 ", %"
+             PRIu64 " bytes before the end of the read", e->offset + 5000, e->padded - 5000);
+    expect_msg(want);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    tu_fx_free(f);
+}
+
 /* ---- item 19 ----------------------------------------------------------------- */
 
 static void write_file(const char *path, const void *p, size_t n)
@@ -182,6 +287,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(item15_read_error_names_errno),
+        cmocka_unit_test(item18_unaligned_short_direct_read_continues),
         cmocka_unit_test(item19_cut_vault_is_truncated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
