@@ -156,11 +156,18 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
 
 /* Why a load failed, as the tail of the claim's message ("" if nothing
  * is known beyond the code). */
-static void fault_text(int r, const smoe__fault *why, char *buf, size_t n)
+static void fault_text(const struct smoe_stream *s, uint32_t key, int r, const smoe__fault *why,
+                       char *buf, size_t n)
 {
     const smoe__io_fail *f = &why->io;
     char num[16];
     buf[0] = 0;
+    if (why->what == SMOE__FAULT_PADDING) {
+        snprintf(buf, n, ": the padding is not zero (byte %llu of the blob, file offset %llu)",
+                 (unsigned long long)(f->off - s->vault.index[key].offset),
+                 (unsigned long long)f->off);
+        return;
+    }
     if (why->what != SMOE__FAULT_READ)
         return;
     int k = 0;
@@ -184,7 +191,7 @@ static int claim_error(struct smoe_stream *s, int r, uint32_t layer, uint32_t ex
     if (r >= 0 || r == SMOE_EAGAIN || r == SMOE_ENOTRESIDENT)
         return r; /* expected outcomes of a poll: no message */
     char how[256];
-    fault_text(r, why, how, sizeof how);
+    fault_text(s, layer * s->vault.experts + expert, r, why, how, sizeof how);
     return smoe__fail(r, "claim: (layer %u, expert %u) of %s: %s%s", layer, expert,
                       s->vault.path, smoe_strerror(r), how);
 }

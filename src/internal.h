@@ -59,7 +59,8 @@ typedef struct smoe__worker {
 /* What a FAILED slot's message adds to its error (claim.c). */
 enum {
     SMOE__FAULT_NONE = 0, /* nothing (a checksum mismatch, a shutdown) */
-    SMOE__FAULT_READ      /* the read: where, how much, errno, attempts */
+    SMOE__FAULT_READ,     /* the read: where, how much, errno, attempts */
+    SMOE__FAULT_PADDING   /* the padding is not zero: off is its first such byte */
 };
 
 /* Why slot v's load failed, next to ring.err[v]: written by the worker

@@ -129,15 +129,39 @@ static void fault_note(struct smoe_stream *s, uint32_t v, uint32_t what,
     atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
 }
 
+/* Offset in the blob of the first byte of its padding, data[size, padded),
+ * that is not zero; UINT64_MAX when all are. */
+static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded)
+{
+    const uint8_t *t = data + size;
+    const size_t n = (size_t)(padded - size);
+    /* every byte equal to the next and the first zero: one memcmp */
+    if (n == 0 || (t[0] == 0 && memcmp(t, t + 1, n - 1) == 0))
+        return UINT64_MAX;
+    size_t i = 0;
+    while (t[i] == 0)
+        i++;
+    return size + i;
+}
+
 /* The last chunk landed: verify, record the latency, publish. */
 static void load_done(struct smoe_stream *s, uint32_t v, const smoe__vault_entry *e)
 {
     /* relaxed: ordered by the acq_rel countdown the caller just won */
     int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
-    if (err == 0 && s->verify &&
-        smoe__hash(smoe__slot_data(&s->ring, v), e->size) != e->hash) {
-        err = SMOE_ECHECKSUM;
-        fault_note(s, v, SMOE__FAULT_NONE, NULL);
+    if (err == 0 && s->verify) {
+        const uint8_t *data = smoe__slot_data(&s->ring, v);
+        uint64_t dirt;
+        if (smoe__hash(data, e->size) != e->hash) {
+            err = SMOE_ECHECKSUM;
+            fault_note(s, v, SMOE__FAULT_NONE, NULL);
+        } else if ((dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
+            /* The format promises zero padding (`smoe verify` checks it
+             * too): bytes there mean the blob is not what was written. */
+            err = SMOE_ECHECKSUM;
+            const smoe__io_fail at = {e->offset + dirt, 0, 0, 0};
+            fault_note(s, v, SMOE__FAULT_PADDING, &at);
+        }
     }
     SMOE__COUNT(s, c_reads_done, 1);
     if (err)

@@ -1,6 +1,8 @@
 /*
- * Description: the read path's hardening (issue 14, items 15, 18, 19),
+ * Description: the read path's hardening (issue 14, items 8, 15, 18, 19),
  * one test per item, each named after it:
+ *  - item08: a blob whose padding is not zero is refused with verification
+ *    on (SMOE_ECHECKSUM, a message saying so), as `smoe verify` flags it;
  *  - item15: a failed read says why: the errno's name and text, the file
  *    offset and length of the failed read, and whether retries were used
  *    up, through smoe_last_error() after smoe_claim and smoe_claim_wait;
@@ -71,6 +73,55 @@ static int blob_ok(const tu_fx *f, const smoe_blob *b)
 static void expect_msg(const char *needle)
 {
     tu_expect_contains(smoe_last_error(), needle);
+}
+
+/* ---- item 8 ------------------------------------------------------------------ */
+
+/* One byte of blob (0, 0)'s padding is set (the hash covers the payload
+ * only, so the vault still opens): refused with verification on, the
+ * message naming the padding; other blobs are unaffected. */
+static void item08_nonzero_padding_refused(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 3, 1000, 30000, 8);
+    smoe__vault v;
+    assert_int_equal(smoe__vault_load(&v, f->path, &smoe__io_os), 0);
+    const smoe__vault_entry e = *smoe__vault_entry_of(&v, 0, 0);
+    smoe__vault_free(&v);
+    assert_true(e.padded > e.size);
+    const uint64_t where[2] = {e.size, e.padded - 1}; /* first and last padding byte */
+    for (int i = 0; i < 2; i++) {
+        tu_flip_byte(f->path, e.offset + where[i]);
+        smoe_stream *s = open_stream(f, 0, 1, SMOE_OPEN_ALLOW_BUFFERED);
+        smoe_blob b;
+        int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+        if (r != SMOE_ECHECKSUM)
+            fail_msg("padding byte %" PRIu64 " set: claim returned %s, expected "
+                     "SMOE_ECHECKSUM", where[i], smoe_err_name(r));
+        assert_false(b.held);
+        char want[1200];
+        snprintf(want, sizeof want, "claim: (layer 0, expert 0) of %s: blob checksum "
+                 "mismatch: the padding is not zero (byte %" PRIu64 " of the blob, file "
+                 "offset %" PRIu64 ")", f->path, where[i], e.offset + where[i]);
+        expect_msg(want);
+        /* The failure stays until a prefetch retries: smoe_claim reports it too. */
+        assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_ECHECKSUM);
+        expect_msg(want);
+        for (uint32_t x = 1; x < 3; x++) {
+            assert_true(smoe_claim_wait(s, 0, x, bound_ns(), &b) >= 0);
+            assert_true(blob_ok(f, &b));
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+        assert_int_equal(smoe_close(s), 0);
+        /* Verification off trusts the storage: the payload is handed out. */
+        s = open_stream(f, 0, 0, SMOE_OPEN_ALLOW_BUFFERED);
+        assert_true(smoe_claim_wait(s, 0, 0, bound_ns(), &b) >= 0);
+        assert_true(blob_ok(f, &b));
+        assert_int_equal(smoe_release(s, &b), 0);
+        assert_int_equal(smoe_close(s), 0);
+        tu_flip_byte(f->path, e.offset + where[i]); /* restore */
+    }
+    tu_fx_free(f);
 }
 
 /* ---- item 15 ----------------------------------------------------------------- */
@@ -286,6 +337,7 @@ static void item19_cut_vault_is_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(item08_nonzero_padding_refused),
         cmocka_unit_test(item15_read_error_names_errno),
         cmocka_unit_test(item18_unaligned_short_direct_read_continues),
         cmocka_unit_test(item19_cut_vault_is_truncated),

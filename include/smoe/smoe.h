@@ -230,7 +230,7 @@ enum {
 /* smoe_open_opts.verify */
 enum {
     SMOE_VERIFY_DEFAULT = 0, /* the library's default (see docs/benchmarks.md) */
-    SMOE_VERIFY_ON = 1,      /* check each blob's XXH3 as it lands */
+    SMOE_VERIFY_ON = 1,      /* check each blob's XXH3 and zero padding as it lands */
     SMOE_VERIFY_OFF = 2
 };
 
@@ -368,7 +368,8 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* si
  *         No reference is taken on any negative return. After a failed
  *         read, smoe_last_error() says why: the errno's name and text, the
  *         file offset and length of the failed read and whether its
- *         retries were used up, or where a truncated file ends.
+ *         retries were used up, where a truncated file ends, or that the
+ *         padding is not zero (SMOE_ECHECKSUM with verification on).
  * Thread safety: any number of threads at once; lock-free; no allocation.
  */
 SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
