@@ -11,6 +11,8 @@
 #   - `smoe read --hash --retries N`, again and again: each run ends with every
 #     blob's hash matching, or with a definite read error; never a hang
 #     (each run is under `timeout`), never a mismatch;
+#   - the same without retries, until a run ends at a failed claim: its
+#     message must name EIO, the file offset and the length of the read;
 #   - test_stress against a vault on the faulty disk (SMOE_STRESS_VAULT):
 #     100% of claims hashed, counts conserved, read errors counted.
 # At least one read error must have reached the library, or the setup did not
@@ -144,6 +146,25 @@ done
 say "smoe read: $runs runs: $ok complete with every hash matching ($failed_reads failed" \
     "reads retried, $retries blobs read again), $definite ended with a definite read error"
 [ "$ok" -gt 0 ] || die "no smoe read run completed"
+
+# ---- a failed claim says why ------------------------------------------------
+# Without retries a run ends at its first failed claim, whose message must
+# name the errno, the file offset and the length of the failed read.
+named=""
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    set +e
+    timeout 120 "$smoe" read "$work/mnt/read.smoe" --workers 8 >/dev/null 2>"$work/err.txt"
+    rc=$?
+    set -e
+    case $rc in 124 | 137) die "smoe read did not finish in 120 s: a hang" ;; esac
+    grep -q "claim: .*read failed" "$work/err.txt" || continue
+    named=$(grep -o "read failed: EIO (Input/output error) at offset [0-9]*, [0-9]* bytes" \
+        "$work/err.txt" | head -n 1)
+    [ -n "$named" ] || { cat "$work/err.txt"; die "a failed claim's message lacks the errno, offset or length"; }
+    say "a failed claim says: $named"
+    break
+done
+[ -n "$named" ] || say "note: no run without retries ended at a failed claim"
 
 # ---- stress replay ---------------------------------------------------------
 set +e
