@@ -95,7 +95,8 @@ typedef struct smoe__io_fail {
 /*
  * smoe__io_read_full that says why it failed (*why, on failure), and
  * keeps direct reads aligned. align: 0 for a buffered descriptor; for a
- * direct one, its offset alignment (off, n and buf are multiples of it).
+ * direct one, a multiple of its offset and memory alignments (off, n and
+ * buf are multiples of align).
  * A direct read cut short off a boundary never continues where it stopped
  * (the kernel refuses a misaligned direct read with EINVAL): unless the
  * file ends there, it continues from the last boundary before, keeping the
