@@ -69,6 +69,7 @@ class Stream:
         _lib.open_opts_init(ctypes.byref(opts))
         opts.struct_size = _lib.OpenOpts.struct_size_for(_lib.VERSION)
         self._keep = []  # strings and the log callback, alive as long as the stream
+        self._before_close = []  # e.g. unregistering the ring from a GPU
         for k, v in options.items():
             if k not in _lib.OpenOpts.since:
                 raise InvalidArgument(codes["SMOE_EINVAL"], "Stream(%r): unknown option %r "
@@ -135,6 +136,8 @@ class Stream:
         claimed (unless opened with OPEN_FORCE_CLOSE). Idempotent."""
         if self._h is None:
             return
+        while self._before_close:
+            self._before_close.pop()()
         raise_for(_lib.close(self._h), "close %s" % self.path)
         self._h = None
         self._ring_tensor = None
