@@ -377,3 +377,68 @@ def stream_experts(model, vault, device=None, **options):
                            "'layers.N.')" % type(model).__name__)
     model.smoe_stream = h
     return h
+
+
+def _checkpoint_files(path):
+    import json
+    import os
+    idx = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        with open(idx) as f:
+            names = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(path, n) for n in names]
+    files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
+    if not files:
+        raise _fail("%s: no model.safetensors.index.json and no *.safetensors" % path)
+    return [os.path.join(path, f) for f in files]
+
+
+def from_pretrained(path, vault, device="cuda", dtype=None, model_class=None, **options):
+    """Load a transformers checkpoint directory with its experts streamed
+    from `vault`: the model is built without memory (accelerate's
+    init_empty_weights), patched by stream_experts, and only the other
+    tensors are read from the checkpoint, to `device`. For models whose
+    experts do not fit in memory. Returns (model, StreamedModel).
+
+    Tensors are matched by name; the checkpoint must use the model's own
+    names for everything but the experts (true of the Qwen, OLMoE, gpt-oss,
+    DeepSeek and GLM families; for a checkpoint that needs transformers'
+    renaming, load the model normally and call stream_experts)."""
+    from accelerate import init_empty_weights
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.from_pretrained(path)
+    cls = model_class or AutoModelForCausalLM
+    with init_empty_weights():  # parameters on "meta", buffers real
+        try:
+            model = cls.from_config(cfg, dtype=dtype)
+        except TypeError:
+            model = cls.from_config(cfg, torch_dtype=dtype)
+    device = torch.device(device)
+    h = stream_experts(model, vault, device=device, **options)
+    want = {n: p for n, p in model.named_parameters() if p.device.type == "meta"}
+    for f in _checkpoint_files(path):
+        with safe_open(f, framework="pt", device="cpu") as sf:
+            for k in sf.keys():
+                p = want.pop(k, None)
+                if p is None:
+                    continue
+                parent, _, leaf = k.rpartition(".")
+                mod = model.get_submodule(parent)
+                t = sf.get_tensor(k).to(device=device, dtype=p.dtype)
+                mod._parameters[leaf] = torch.nn.Parameter(t, requires_grad=False)
+    if getattr(cfg, "tie_word_embeddings", False) or getattr(
+            getattr(cfg, "text_config", None), "tie_word_embeddings", False):
+        model.tie_weights()
+        want = {n: p for n, p in model.named_parameters() if p.device.type == "meta"}
+    if want:
+        h.close()
+        raise _fail("%s: the checkpoint has no tensor for %s%s" % (
+            path, ", ".join(sorted(want)[:5]), " ..." if len(want) > 5 else ""))
+    for mod in model.modules():
+        for b, t in list(mod._buffers.items()):
+            if t is not None:
+                mod._buffers[b] = t.to(device)
+    model.eval()
+    return model, h
