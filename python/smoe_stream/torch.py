@@ -11,8 +11,9 @@ loop as transformers' eager experts (experts in increasing id, each
 expert's rows in top-k position order, index_add_ into the output), so on
 the CPU it matches a plain-torch layer bit for bit.
 
-The hot path makes one Python-level allocation per claim (the Blob) and
-no lock; the library's own prefetch, claim and release take none.
+The library calls made per expert (prefetch, claim, release) take no lock
+and allocate nothing; the Python around them allocates its small objects
+(the Blob, the views) as Python does.
 """
 import collections
 import contextlib
