@@ -240,16 +240,20 @@ def test_options(tmp):
 
 
 def test_log_fn_receives_messages(tmp):
-    # A ring larger than the vault is cut down, and the library says so.
+    # A ring under one token's experts (3 layers x top-2 > 4 slots): the
+    # library warns through log_fn, from the opening thread.
     p = str(tmp / "v.smoe")
-    write_vault(p, 2, 2)
+    write_vault(p, 3, 5)
     logs = []
-    with open_stream(p, ring_slots=64, log_fn=lambda lvl, msg: logs.append((lvl, msg))):
-        pass
-    with open_stream(p, flags=smoe_stream.OPEN_BUFFERED | smoe_stream.OPEN_NO_PREWARM,
+    with open_stream(p, ring_slots=4, top_k=2,
                      log_fn=lambda lvl, msg: logs.append((lvl, msg))) as s:
-        assert s.stats()["io_mode"] == 2  # SMOE_IO_BUFFERED
-    assert all(isinstance(m, str) for _, m in logs)
+        assert s.stats()["cliff"] == 1
+    assert any(lvl == 1 and "less than one token" in msg for lvl, msg in logs), logs
+    # a callback that raises does not unwind into the library
+    def bad(level, msg):
+        raise RuntimeError("from the callback")
+    with open_stream(p, ring_slots=4, top_k=2, log_fn=bad) as s:
+        assert s.stats()["slots"] == 4
 
 
 def test_queries(tmp):
