@@ -141,11 +141,15 @@ class _Fused(_Patched):
             module._parameters[p] = _placeholder(torch.empty(0, dtype=self.params[p][2],
                                                              device=device))
         self.orig = module.forward
-        sig = inspect.signature(self.orig)
-        npos = sum(1 for q in sig.parameters.values()
-                   if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD))
-        dense = npos == 1 and not any(q.kind == q.VAR_POSITIONAL
-                                      for q in sig.parameters.values())
+        self.sig = inspect.signature(self.orig)
+        pos = [q.name for q in self.sig.parameters.values()
+               if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+        dense = len(pos) == 1 and not any(q.kind == q.VAR_POSITIONAL
+                                          for q in self.sig.parameters.values())
+        # forward(hidden_states, <indices>, <weights>, ...): the indices'
+        # name, whether they come by position or keyword (gpt-oss:
+        # router_indices, the others: top_k_index)
+        self.index_arg = pos[1] if len(pos) > 1 else None
         module.forward = self.forward_dense if dense else self.forward_routed
 
     def gather(self, ids):
@@ -181,7 +185,11 @@ class _Fused(_Patched):
                 m.__dict__.pop("num_experts", None)
             self.h.store.reap()
 
-    def forward_routed(self, hidden_states, top_k_index, top_k_weights, *args, **kwargs):
+    def forward_routed(self, *args, **kwargs):
+        if self.index_arg is None:
+            raise _fail("%s: forward%s takes no routing indices" % (self.name, self.sig))
+        bound = self.sig.bind(*args, **kwargs)
+        top_k_index = bound.arguments[self.index_arg]
         E = self.num_experts
         with torch.no_grad():
             ids = [i for i in torch.unique(top_k_index).tolist() if 0 <= i < E]
@@ -192,9 +200,8 @@ class _Fused(_Patched):
             if n:
                 lut[torch.tensor(ids, device=top_k_index.device)] = torch.arange(
                     n, dtype=top_k_index.dtype, device=top_k_index.device)
-            idx = lut[top_k_index.clamp(0, E)]
-        return self.run(ids, lambda: self.orig(hidden_states, idx, top_k_weights,
-                                               *args, **kwargs))
+            bound.arguments[self.index_arg] = lut[top_k_index.clamp(0, E)]
+        return self.run(ids, lambda: self.orig(*bound.args, **bound.kwargs))
 
     def forward_dense(self, hidden_states):
         # Every expert's rows, [E * T, H]; an expert the router did not choose

@@ -118,6 +118,8 @@ class RoutedMoE(nn.Module):
         shape = h.shape
         x = h.reshape(-1, shape[-1])
         w, idx = route_softmax(self.gate(x), self.top_k, x.dtype)
+        if isinstance(self.experts, TransposedExperts):  # as gpt-oss calls it: by keyword
+            return self.experts(x, router_indices=idx, routing_weights=w).reshape(shape)
         return self.experts(x, idx, w).reshape(shape)
 
 
