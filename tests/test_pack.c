@@ -716,6 +716,67 @@ static void test_pattern_syntax(void **state)
     pack_patterns_free(&ps);
 }
 
+/* The expert tensor names transformers 5.17's save_pretrained writes for each
+ * MoE architecture the Python binding covers (recorded from the checks in
+ * docs/python.md): per-expert tensors for the models transformers converts
+ * on load, fused 3-D tensors for gpt-oss and Llama 4 and for checkpoints
+ * saved in the fused in-memory form. */
+static void test_pattern_transformers5(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *comp;
+        int kind;
+        uint32_t layer, expert;
+    } cases[] = {
+        /* Mixtral: saved back under its original names */
+        {"model.layers.0.block_sparse_moe.experts.3.w1.weight", "gate", PACK_PAT_EXPERT, 0, 3},
+        {"model.layers.0.block_sparse_moe.experts.3.w2.weight", "down", PACK_PAT_EXPERT, 0, 3},
+        /* Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V3, GLM-4-MoE */
+        {"model.layers.1.mlp.experts.7.gate_proj.weight", "gate", PACK_PAT_EXPERT, 1, 7},
+        {"model.layers.1.mlp.experts.7.up_proj.weight", "up", PACK_PAT_EXPERT, 1, 7},
+        /* gpt-oss: fused, transposed, with biases */
+        {"model.layers.2.mlp.experts.gate_up_proj", "gate_up", PACK_PAT_STACKED, 2, 0},
+        {"model.layers.2.mlp.experts.gate_up_proj_bias", "gate_up.bias", PACK_PAT_STACKED, 2, 0},
+        {"model.layers.2.mlp.experts.down_proj_bias", "down.bias", PACK_PAT_STACKED, 2, 0},
+        /* Llama 4 */
+        {"model.layers.4.feed_forward.experts.gate_up_proj", "gate_up", PACK_PAT_STACKED, 4, 0},
+        {"model.layers.4.feed_forward.experts.down_proj", "down", PACK_PAT_STACKED, 4, 0},
+        /* transformers 5's in-memory fused form (Mixtral and the Qwen family) */
+        {"model.layers.5.mlp.experts.gate_up_proj", "gate_up", PACK_PAT_STACKED, 5, 0},
+        {"model.language_model.layers.5.mlp.experts.down_proj", "down", PACK_PAT_STACKED, 5, 0},
+    };
+    pack_patterns ps;
+    assert_int_equal(pack_patterns_init(&ps), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pack_match mt;
+        if (pack_patterns_match(&ps, cases[i].name, &mt) != 1)
+            fail_msg("%s: not recognised as an expert tensor", cases[i].name);
+        assert_string_equal(mt.comp, cases[i].comp);
+        assert_int_equal(mt.kind, cases[i].kind);
+        assert_int_equal(mt.layer, cases[i].layer);
+        if (cases[i].kind == PACK_PAT_EXPERT)
+            assert_int_equal(mt.expert, cases[i].expert);
+    }
+    /* Their shared experts, routers and routing biases stay dense. */
+    static const char *const dense[] = {
+        "model.layers.1.mlp.shared_expert.gate_proj.weight",
+        "model.layers.1.mlp.shared_expert_gate.weight",
+        "model.layers.1.mlp.shared_experts.down_proj.weight",
+        "model.layers.1.mlp.gate.e_score_correction_bias",
+        "model.layers.2.mlp.router.weight",
+        "model.layers.2.mlp.router.bias",
+        "model.layers.4.feed_forward.router.weight",
+        "model.layers.4.feed_forward.shared_expert.up_proj.weight",
+    };
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        pack_match mt;
+        if (pack_patterns_match(&ps, dense[i], &mt) != 0)
+            fail_msg("%s: taken for an expert tensor (%s)", dense[i], mt.comp);
+    }
+    pack_patterns_free(&ps);
+}
+
 /* ---- bad input ------------------------------------------------------------ */
 
 static void test_bad_truncated(void **state)
@@ -1163,6 +1224,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gguf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_pattern, setup, teardown),
         cmocka_unit_test(test_pattern_syntax),
+        cmocka_unit_test(test_pattern_transformers5),
         cmocka_unit_test_setup_teardown(test_bad_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_header_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_json, setup, teardown),
