@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #endif
 
+#include "alloc.h"
 #include "budget.h"
 #include "error.h"
 #include "internal.h"
@@ -346,7 +347,7 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
         return NULL;
     }
     size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
+    char *buf = smoe__malloc(cap);
     int interrupted = 0; /* in a row, as smoe__io_read_full counts them */
     *err = 0;
     while (buf) {
@@ -355,7 +356,7 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
                 *err = SMOE_ETRUNC;
                 break;
             }
-            char *nb = realloc(buf, cap * 2);
+            char *nb = smoe__realloc(buf, cap * 2);
             if (!nb)
                 break;
             buf = nb;

@@ -18,6 +18,7 @@
 
 #include <xxhash.h>
 
+#include "alloc.h"
 #include "error.h"
 #include "freq.h"
 #include "internal.h"
@@ -56,7 +57,7 @@ static uint64_t get64(const unsigned char *p)
 /* XXH3-64 of header bytes 0..55 and the counts that follow the header. */
 static uint64_t file_hash(const unsigned char *buf, uint64_t len)
 {
-    XXH3_state_t *st = XXH3_createState();
+    XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
     if (!st)
         return 0; /* never matches a stored hash of a real file by more than chance */
     XXH3_64bits_reset(st);
@@ -196,7 +197,7 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
     } else if (size > most) {
         *why = "larger than any histogram";
         st = SMOE_FREQ_CORRUPT;
-    } else if (!(buf = malloc(size ? (size_t)size : 1))) {
+    } else if (!(buf = smoe__malloc(size ? (size_t)size : 1))) {
         *why = "out of memory";
         st = SMOE_FREQ_UNREADABLE;
     } else if ((r = smoe__io_read_full(io, fd, buf, (size_t)size, 0, NULL, eno)) < 0) {
@@ -217,7 +218,7 @@ static char *tmp_name(const char *path)
     /* relaxed: only makes names unique within the process */
     uint32_t n = atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed);
     size_t len = strlen(path) + 48;
-    char *t = malloc(len);
+    char *t = smoe__malloc(len);
     if (t)
         snprintf(t, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
     return t;
@@ -243,8 +244,8 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
     smoe__freq *f = &s->freq;
     f->n = (size_t)s->vault.layers * s->vault.experts;
     size_t bytes = (f->n * sizeof *f->count + 63) / 64 * 64;
-    f->count = aligned_alloc(64, bytes);
-    uint64_t *loaded = calloc(f->n, sizeof *loaded);
+    f->count = smoe__aligned_alloc(64, bytes);
+    uint64_t *loaded = smoe__calloc(f->n, sizeof *loaded);
     if (!f->count || !loaded) {
         free(loaded);
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the popularity histogram");
@@ -259,7 +260,7 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
     if (!(o->flags & SMOE_OPEN_NO_FREQ)) {
         const char *p = o->freq_path;
         size_t len = p ? strlen(p) + 1 : strlen(s->vault.path) + 6;
-        if (!(f->path = malloc(len))) {
+        if (!(f->path = smoe__malloc(len))) {
             free(loaded);
             return smoe__fail(SMOE_ENOMEM, "open: out of memory");
         }
@@ -347,8 +348,8 @@ int smoe__freq_save(struct smoe_stream *s, const char *fn)
                           "histogram is not saved", fn, f->path);
     smoe__freq_id id = id_of(s);
     size_t len = SMOE__FREQ_HEADER_SIZE + 8 * f->n;
-    unsigned char *buf = malloc(len);
-    uint64_t *snap = malloc(f->n * sizeof *snap);
+    unsigned char *buf = smoe__malloc(len);
+    uint64_t *snap = smoe__malloc(f->n * sizeof *snap);
     int r;
     if (!buf || !snap) {
         r = smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);

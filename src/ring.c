@@ -11,6 +11,7 @@
 /* Transparent huge page size on x86-64 and arm64 Linux. */
 #define SMOE__HUGE_ALIGN (2u << 20)
 
+#include "alloc.h"
 #include "error.h"
 #include "internal.h"
 
@@ -39,7 +40,11 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         align = SMOE__HUGE_ALIGN;
 #endif
     r->map_len = r->len + align;
-    void *p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = MAP_FAILED;
+    if (smoe__alloc_refused())
+        errno = ENOMEM;
+    else
+        p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return smoe__fail(SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
                           (unsigned long long)r->len, nslots, (unsigned long long)stride,
@@ -67,13 +72,13 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         r->locked = 1;
     }
 
-    r->word = calloc(nslots, sizeof *r->word);
-    r->tick = calloc(nslots, sizeof *r->tick);
-    r->err = calloc(nslots, sizeof *r->err);
-    r->chunk_next = calloc(nslots, sizeof *r->chunk_next);
-    r->chunk_left = calloc(nslots, sizeof *r->chunk_left);
-    r->chunk_size = calloc(nslots, sizeof *r->chunk_size);
-    r->t_queued = calloc(nslots, sizeof *r->t_queued);
+    r->word = smoe__calloc(nslots, sizeof *r->word);
+    r->tick = smoe__calloc(nslots, sizeof *r->tick);
+    r->err = smoe__calloc(nslots, sizeof *r->err);
+    r->chunk_next = smoe__calloc(nslots, sizeof *r->chunk_next);
+    r->chunk_left = smoe__calloc(nslots, sizeof *r->chunk_left);
+    r->chunk_size = smoe__calloc(nslots, sizeof *r->chunk_size);
+    r->t_queued = smoe__calloc(nslots, sizeof *r->t_queued);
     if (!r->word || !r->tick || !r->err || !r->chunk_next || !r->chunk_left || !r->chunk_size ||
         !r->t_queued) {
         smoe__ring_free(r);

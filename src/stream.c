@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "dio.h"
 #include "error.h"
 #include "internal.h"
@@ -189,7 +190,7 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     if (r < 0 || (r = check_opts(&o)) < 0)
         return r;
 
-    struct smoe_stream *s = calloc(1, sizeof *s);
+    struct smoe_stream *s = smoe__calloc(1, sizeof *s);
     if (!s)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory");
     s->io = smoe__io_get();
@@ -229,8 +230,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     s->spec_chunk = (uint32_t)(spec_chunk < stride ? spec_chunk : stride);
 
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
-    s->map = calloc(nkeys, sizeof *s->map);
-    s->workers = calloc(s->nworkers, sizeof *s->workers);
+    s->map = smoe__calloc(nkeys, sizeof *s->map);
+    s->workers = smoe__calloc(s->nworkers, sizeof *s->workers);
     /* Tokens in a queue: at most one per chunk of each LOADING slot, one
      * more per chunk when a speculative load is upgraded, and stale tokens
      * of loads cancelled since (each cancellation needs a demand load, so

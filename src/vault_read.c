@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
+#include "alloc.h"
 #include "error.h"
 #include "vault.h"
 
@@ -269,9 +270,9 @@ static int read_tables(loader *L)
     if (L->reg[1].len > SIZE_MAX / 2 || L->reg[0].len > SIZE_MAX / 2)
         return smoe__fail(SMOE_ENOMEM, "%s: the vault's tables are too large for this "
                           "machine", L->path);
-    L->table = malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
-    L->lct = malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
-    L->meta = malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
+    L->table = smoe__malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
+    L->lct = smoe__malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
+    L->meta = smoe__malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
     if (!L->table || !L->lct || !L->meta)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's tables", L->path);
     int rc;
@@ -281,7 +282,7 @@ static int read_tables(loader *L)
         (rc = read_at(L, L->meta, L->reg[2].len, L->reg[2].off, "metadata")) < 0)
         return rc;
 
-    XXH3_state_t *st = XXH3_createState();
+    XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
     if (!st)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the checksum state", L->path);
     XXH3_64bits_reset(st);
@@ -360,8 +361,8 @@ static int check_layouts(loader *L, smoe__vault *v)
 
     /* Layout records: their component ranges must not overlap each other,
      * so the checks below visit every component at most once. */
-    span *sp = malloc((size_t)h->layouts * sizeof *sp);
-    const char **names = malloc((size_t)h->components * sizeof *names);
+    span *sp = smoe__malloc((size_t)h->layouts * sizeof *sp);
+    const char **names = smoe__malloc((size_t)h->components * sizeof *names);
     if (!sp || !names) {
         rc = smoe__fail(SMOE_ENOMEM, "%s: no memory to check the layouts", p);
         goto out;
@@ -563,7 +564,7 @@ static int parse_meta(loader *L, smoe__vault *v)
 {
     const char *p = L->path;
     size_t n = (size_t)L->h.meta_bytes;
-    char *m = malloc(2 * n + 2);
+    char *m = smoe__malloc(2 * n + 2);
     if (!m)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the metadata", p);
     memcpy(m, L->meta, n);
@@ -655,13 +656,13 @@ static int load(loader *L, smoe__vault *v)
 
     const header *h = &L->h;
     size_t plen = strlen(L->path) + 1;
-    v->path = malloc(plen);
+    v->path = smoe__malloc(plen);
     if (v->path)
         memcpy(v->path, L->path, plen);
-    v->components = calloc(h->components, sizeof *v->components);
-    v->layouts = calloc(h->layouts, sizeof *v->layouts);
-    v->index = calloc((size_t)h->layers * h->experts, sizeof *v->index);
-    span *sp = malloc((size_t)h->entries * sizeof *sp);
+    v->components = smoe__calloc(h->components, sizeof *v->components);
+    v->layouts = smoe__calloc(h->layouts, sizeof *v->layouts);
+    v->index = smoe__calloc((size_t)h->layers * h->experts, sizeof *v->index);
+    span *sp = smoe__malloc((size_t)h->entries * sizeof *sp);
     if (!v->path || !v->components || !v->layouts || !v->index || !sp) {
         free(sp);
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's index", L->path);

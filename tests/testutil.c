@@ -492,7 +492,7 @@ smoe__io tu_fault_io(tu_fault *f)
 {
     f->pwrites = 0;
     smoe__io io = {fault_open, fault_close, fault_pread, fault_pwrite, fault_fsync,
-                   fault_rename, fault_unlink, fault_size, f, NULL};
+                   fault_rename, fault_unlink, fault_size, f, NULL, NULL, NULL};
     return io;
 }
 
