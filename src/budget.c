@@ -532,7 +532,7 @@ void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p)
 
 static int scout_size(struct smoe_stream *s, const char *path, uint64_t *bytes)
 {
-    int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
     if (fd < 0)
         return smoe__fail(SMOE_ESYS, "open: scout file %s: %s", path, strerror(-fd));
     int r = smoe__io_size(s->io, fd, bytes);

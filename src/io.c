@@ -170,12 +170,11 @@ static int os_stat(const smoe__io *io, int fd, smoe__io_stat *out)
 
 static int os_size(const smoe__io *io, int fd, uint64_t *size)
 {
-    (void)io;
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return -errno;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    smoe__io_stat st;
+    int r = os_stat(io, fd, &st);
+    if (r == 0)
+        *size = st.size;
+    return r;
 }
 
 static int os_link(const smoe__io *io, int fd, const char *path)

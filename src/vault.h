@@ -49,6 +49,7 @@ typedef struct smoe__vault {
     uint64_t file_size;    /* actual size of the file */
     uint64_t max_padded, total_padded;
     uint64_t vault_id;     /* the header checksum */
+    uint64_t dev, ino;     /* the file validated (st_dev, st_ino; 0, 0: unknown) */
     smoe__vault_entry *index;      /* layers * experts, dense */
     smoe__vault_layout *layouts;
     smoe_component *components;

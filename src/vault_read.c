@@ -643,13 +643,21 @@ const char *smoe__vault_meta(const smoe__vault *v, const char *key)
 static int load(loader *L, smoe__vault *v)
 {
     int rc;
-    int fd = smoe__io_open(L->io, L->path, SMOE__IO_RDONLY);
+    /* Without blocking: a FIFO would wait for a writer forever. */
+    int fd = smoe__io_open(L->io, L->path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
     if (fd < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot open the vault: %s", L->path, strerror(-fd));
     L->fd = fd;
-    if ((rc = smoe__io_size(L->io, fd, &L->actual)) < 0)
+    smoe__io_stat st;
+    if ((rc = smoe__io_fstat(L->io, fd, &st)) < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot get the file's size: %s", L->path,
                           strerror(-rc));
+    if (st.type != SMOE__IO_TYPE_REG && st.type != SMOE__IO_TYPE_BLK)
+        return smoe__fail(SMOE_EINVAL, "%s: not a vault: %s, expected a regular file or a "
+                          "block device", L->path, smoe__io_type_name(st.type));
+    L->actual = st.size;
+    v->dev = st.dev;
+    v->ino = st.ino;
     if ((rc = check_header(L)) < 0 || (rc = check_counts(L)) < 0 ||
         (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0)
         return rc;

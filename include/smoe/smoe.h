@@ -282,6 +282,9 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * table, sizes (docs/budget.md) and faults in the ring, loads the popularity
  * histogram, opens one direct-I/O descriptor per worker and starts the
  * workers (and the pre-warm thread).
+ * vault_path names a regular file or a block device; anything else (a FIFO,
+ * a directory, a character device, a socket) is SMOE_EINVAL at once, never
+ * a wait (docs/decisions.md).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL).
  * Thread safety: any thread; the handle is safe to share between threads.
