@@ -173,26 +173,34 @@ static const char *status_name(int st)
     }
 }
 
-/* Load the file into counts (zeros stay where it is ignored). */
-static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno)
+/* Load the file into counts (zeros stay where it is ignored); *why may
+ * point into msg. */
+static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno,
+                char *msg, size_t cap)
 {
     smoe__freq *f = &s->freq;
     const smoe__io *io = s->io;
     *eno = 0;
-    int fd = smoe__io_open(io, f->path, SMOE__IO_RDONLY);
+    /* Without blocking: a FIFO there would wait for a writer forever. */
+    int fd = smoe__io_open(io, f->path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
     if (fd < 0) {
         *eno = -fd;
         *why = strerror(-fd);
         return fd == -ENOENT ? SMOE_FREQ_ABSENT : SMOE_FREQ_UNREADABLE;
     }
-    uint64_t size = 0;
-    int r = smoe__io_size(io, fd, &size);
+    smoe__io_stat fs;
+    int r = smoe__io_fstat(io, fd, &fs);
+    uint64_t size = fs.size;
     const uint64_t most = SMOE__FREQ_HEADER_SIZE + 8ull * SMOE__MAX_EXPERTS_TOTAL;
     int st;
     unsigned char *buf = NULL;
     if (r < 0) {
         *eno = -r;
         *why = strerror(-r);
+        st = SMOE_FREQ_UNREADABLE;
+    } else if (fs.type != SMOE__IO_TYPE_REG) {
+        snprintf(msg, cap, "%s, not a regular file", smoe__io_type_name(fs.type));
+        *why = msg;
         st = SMOE_FREQ_UNREADABLE;
     } else if (size > most) {
         *why = "larger than any histogram";
@@ -269,8 +277,9 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
         else
             snprintf(f->path, len, "%s.freq", s->vault.path);
         const char *why = "";
+        char msg[96];
         int eno;
-        f->status = load(s, loaded, &why, &eno);
+        f->status = load(s, loaded, &why, &eno, msg, sizeof msg);
         if (f->status != SMOE_FREQ_LOADED)
             smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s ignored (%s: %s): counting "
                       "starts at zero", f->path, status_name(f->status), why);

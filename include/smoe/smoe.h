@@ -564,7 +564,8 @@ enum {
     SMOE_FREQ_CORRUPT = 4,    /* ignored: bad magic, field or checksum */
     SMOE_FREQ_VERSION = 5,    /* ignored: a format version this release cannot read */
     SMOE_FREQ_FOREIGN = 6,    /* ignored: made for another vault, or before a repack */
-    SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error) */
+    SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error,
+                                 not a regular file: a FIFO is never waited on) */
 };
 
 /* smoe_stats.freq_saving */
