@@ -108,13 +108,33 @@ static void close_fds(struct smoe_stream *s)
     }
 }
 
+/* A worker's descriptor must be the file that was validated: a vault
+ * renamed over the path since would be read through the other's tables. */
+static int same_file(struct smoe_stream *s, int fd, uint32_t worker)
+{
+    const smoe__vault *v = &s->vault;
+    smoe__io_stat st;
+    int r = smoe__io_fstat(s->io, fd, &st);
+    if (r < 0)
+        return smoe__fail(SMOE_ESYS, "open: %s: %s", v->path, strerror(-r));
+    if ((v->dev || v->ino) && (st.dev != v->dev || st.ino != v->ino))
+        return smoe__fail(SMOE_ESYS, "open: %s: the file was replaced while it was being "
+                          "opened (device %llu inode %llu validated, device %llu inode %llu "
+                          "opened for worker %u); open it again", v->path,
+                          (unsigned long long)v->dev, (unsigned long long)v->ino,
+                          (unsigned long long)st.dev, (unsigned long long)st.ino, worker);
+    return 0;
+}
+
 /* Open one descriptor per worker, direct unless refused and allowed. */
 static int open_fds(struct smoe_stream *s)
 {
     const char *path = s->vault.path;
     int direct = !(s->flags & SMOE_OPEN_BUFFERED);
     for (uint32_t i = 0; i < s->nworkers; i++) {
-        int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | (direct ? SMOE__IO_DIRECT : 0));
+        /* Without blocking: the path may be a FIFO by now (same_file refuses it). */
+        int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK |
+                                                (direct ? SMOE__IO_DIRECT : 0));
         if (fd == -EINVAL && direct && i == 0) {
             if (!(s->flags & SMOE_OPEN_ALLOW_BUFFERED))
                 return smoe__fail(SMOE_EDIRECTIO, "open: %s: the file system refuses "
@@ -128,6 +148,9 @@ static int open_fds(struct smoe_stream *s)
         if (fd < 0)
             return smoe__fail(SMOE_ESYS, "open: %s: %s", path, strerror(-fd));
         s->workers[i].fd = fd;
+        int same = same_file(s, fd, i);
+        if (same < 0)
+            return same;
         if (i == 0 && direct) {
             uint32_t mem_align, off_align;
             if (smoe__dio_align(fd, &mem_align, &off_align) == 0 &&
