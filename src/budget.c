@@ -337,7 +337,8 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
 /*
  * A whole text file through io, NUL-terminated, malloc()ed. /proc and
  * cgroup files report size 0, so read until end of file. NULL on failure
- * with *err the negative errno (or SMOE_ENOMEM, SMOE_ETRUNC when too big).
+ * with *err the negative errno: -ENOMEM, -EFBIG when too big, or the read's.
+ * (Not SMOE_* codes: their values meet errnos', SMOE_ENOMEM is -ENOENT.)
  */
 static char *read_text(const smoe__io *io, const char *path, int *err)
 {
@@ -353,7 +354,7 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
     while (buf) {
         if (cap - len < 2) {
             if (cap >= READ_MAX) {
-                *err = SMOE_ETRUNC;
+                *err = -EFBIG;
                 break;
             }
             char *nb = smoe__realloc(buf, cap * 2);
@@ -378,7 +379,7 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
         interrupted = 0;
     }
     if (!buf || !*err)
-        *err = SMOE_ENOMEM;
+        *err = -ENOMEM;
     smoe__io_close(io, fd);
     free(buf);
     return NULL;
@@ -386,13 +387,12 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
 
 static void note(smoe__mem_probe *p, const char *fmt, const char *path, int err)
 {
+    if (err == -ENOMEM)
+        p->nomem = 1;
     if (p->note[0])
         return; /* the first problem is the one worth reading */
     char what[96];
-    if (err < 0 && err > -4096 && err != SMOE_ETRUNC && err != SMOE_ENOMEM)
-        snprintf(what, sizeof what, "%s", strerror(-err));
-    else
-        snprintf(what, sizeof what, "%s", err ? smoe_strerror(err) : "malformed");
+    snprintf(what, sizeof what, "%s", err ? strerror(-err) : "malformed");
     snprintf(p->note, sizeof p->note, fmt, path, what);
 }
 
@@ -564,6 +564,9 @@ int smoe__budget_open(struct smoe_stream *s, const smoe_open_opts *o, uint64_t s
             return r;
         smoe__mem_probe p;
         smoe__mem_probe_read(s->io, &p);
+        if (p.nomem) /* not a reason to size the ring blind */
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory reading the memory figures "
+                              "(%s)", p.note);
         smoe__budget_in_probe(&in, &p);
         if (p.note[0])
             smoe__log(s, SMOE_LOG_WARN, "memory budget: %s", p.note);

@@ -54,21 +54,22 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
-/* XXH3-64 of header bytes 0..55 and the counts that follow the header. */
-static uint64_t file_hash(const unsigned char *buf, uint64_t len)
+/* XXH3-64 of header bytes 0..55 and the counts that follow the header.
+ * @return 0, or SMOE_ENOMEM (no hashing state). */
+static int file_hash(const unsigned char *buf, uint64_t len, uint64_t *h)
 {
     XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
     if (!st)
-        return 0; /* never matches a stored hash of a real file by more than chance */
+        return SMOE_ENOMEM;
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, buf, F_CHECKSUM);
     XXH3_64bits_update(st, buf + SMOE__FREQ_HEADER_SIZE, (size_t)(len - SMOE__FREQ_HEADER_SIZE));
-    uint64_t h = XXH3_64bits_digest(st);
+    *h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
-    return h;
+    return 0;
 }
 
-void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts)
+int smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts)
 {
     size_t n = (size_t)id->layers * id->experts;
     uint64_t len = SMOE__FREQ_HEADER_SIZE + 8 * (uint64_t)n, total = 0;
@@ -85,9 +86,13 @@ void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64
         total += counts[i];
     }
     put64(buf + F_TOTAL, total);
+    uint64_t h;
+    if (file_hash(buf, len, &h) < 0)
+        return SMOE_ENOMEM;
     XXH64_canonical_t c;
-    XXH64_canonicalFromHash(&c, file_hash(buf, len));
+    XXH64_canonicalFromHash(&c, h);
     memcpy(buf + F_CHECKSUM, c.digest, 8);
+    return 0;
 }
 
 int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_id *id,
@@ -125,7 +130,12 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
     }
     XXH64_canonical_t c;
     memcpy(c.digest, buf + F_CHECKSUM, 8);
-    if (XXH64_hashFromCanonical(&c) != file_hash(buf, len)) {
+    uint64_t h;
+    if (file_hash(buf, len, &h) < 0) {
+        *why = "out of memory";
+        return SMOE_ENOMEM;
+    }
+    if (XXH64_hashFromCanonical(&c) != h) {
         *why = "checksum mismatch";
         return SMOE_FREQ_CORRUPT;
     }
@@ -173,8 +183,8 @@ static const char *status_name(int st)
     }
 }
 
-/* Load the file into counts (zeros stay where it is ignored); *why may
- * point into msg. */
+/* Load the file into counts (zeros stay where it is ignored): a
+ * SMOE_FREQ_* status, or SMOE_ENOMEM; *why may point into msg. */
 static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno,
                 char *msg, size_t cap)
 {
@@ -207,7 +217,7 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
         st = SMOE_FREQ_CORRUPT;
     } else if (!(buf = smoe__malloc(size ? (size_t)size : 1))) {
         *why = "out of memory";
-        st = SMOE_FREQ_UNREADABLE;
+        st = SMOE_ENOMEM;
     } else if ((r = smoe__io_read_full(io, fd, buf, (size_t)size, 0, NULL, eno)) < 0) {
         *why = r == SMOE_ETRUNC ? "shrank while being read" : strerror(*eno);
         st = r == SMOE_ETRUNC ? SMOE_FREQ_TRUNCATED : SMOE_FREQ_UNREADABLE;
@@ -280,10 +290,19 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
         char msg[96];
         int eno;
         f->status = load(s, loaded, &why, &eno, msg, sizeof msg);
+        if (f->status == SMOE_ENOMEM) {
+            free(loaded);
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory reading the popularity "
+                              "histogram %s", f->path);
+        }
         if (f->status != SMOE_FREQ_LOADED)
             smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s ignored (%s: %s): counting "
                       "starts at zero", f->path, status_name(f->status), why);
         int w = probe_writable(s->io, f->path);
+        if (w == -ENOMEM) {
+            free(loaded);
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+        }
         f->saving = w == 0 ? SMOE_FREQ_SAVE_ON : SMOE_FREQ_SAVE_READONLY;
         if (w < 0)
             smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s will not be saved: cannot "
@@ -369,8 +388,11 @@ int smoe__freq_save(struct smoe_stream *s, const char *fn)
         for (size_t i = 0; i < f->n; i++)
             /* relaxed: statistics only (see smoe__freq_hit) */
             snap[i] = atomic_load_explicit(&f->count[i], memory_order_relaxed);
-        smoe__freq_encode(buf, &id, snap);
-        r = write_atomic(s->io, f->path, buf, len, fn);
+        r = smoe__freq_encode(buf, &id, snap);
+        if (r < 0)
+            r = smoe__fail(r, "%s: out of memory for the checksum", fn);
+        else
+            r = write_atomic(s->io, f->path, buf, len, fn);
         pthread_mutex_unlock(&f->save_lock);
     }
     free(buf);

@@ -52,21 +52,22 @@ static inline void smoe__freq_hit(smoe__freq *f, uint32_t key)
 
 /*
  * Encode counts[0 .. layers x experts) as a histogram file into buf (of
- * SMOE__FREQ_HEADER_SIZE + 8 x n bytes). Pure.
+ * SMOE__FREQ_HEADER_SIZE + 8 x n bytes). Pure, but for the checksum's
+ * hashing state: @return 0 or SMOE_ENOMEM.
  */
-void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts);
+int smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts);
 /*
  * Decode a histogram file of len bytes for the vault `id` into counts
- * (layers x experts). Pure.
+ * (layers x experts). Pure (as encode).
  * @return SMOE_FREQ_LOADED, or the SMOE_FREQ_* reason it is ignored
- * (counts untouched then); *why gets a short explanation.
+ * (counts untouched then), or SMOE_ENOMEM; *why gets a short explanation.
  */
 int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_id *id,
                       uint64_t *counts, const char **why);
 
 /* smoe_open: allocate the counters; unless SMOE_OPEN_NO_FREQ, load the
  * file and find out whether its directory is writable. Fails only for
- * memory. */
+ * memory (any allocation failing, SMOE_ENOMEM). */
 int smoe__freq_open(struct smoe_stream *s, const struct smoe_open_opts *o);
 /* Save now (smoe_freq_save and smoe_close). fn starts the messages. */
 int smoe__freq_save(struct smoe_stream *s, const char *fn);

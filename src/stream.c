@@ -255,6 +255,9 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     s->map = smoe__calloc(nkeys, sizeof *s->map);
     s->workers = smoe__calloc(s->nworkers, sizeof *s->workers);
+    /* At once: a failure below closes every fd >= 0 (calloc's 0 is stdin). */
+    for (uint32_t i = 0; s->workers && i < s->nworkers; i++)
+        s->workers[i].fd = -1;
     /* Tokens in a queue: at most one per chunk of each LOADING slot, one
      * more per chunk when a speculative load is upgraded, and stale tokens
      * of loads cancelled since (each cancellation needs a demand load, so
@@ -278,7 +281,6 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     for (uint32_t i = 0; i < s->nworkers; i++) {
         s->workers[i].s = s;
         s->workers[i].id = i;
-        s->workers[i].fd = -1;
     }
     if ((r = open_fds(s)) < 0)
         goto fail;

@@ -439,7 +439,11 @@ static int oom_sweep(const tu_fx *f, const smoe_open_opts *o, int from, struct s
         smoe__alloc_fail(0, 0);
         if (r == 0) {
             assert_int_equal(smoe_close(s), 0);
-            opened += k <= n;
+            if (k <= n) {
+                opened++;
+                print_message("  allocation %llu failed, smoe_open succeeded\n",
+                              (unsigned long long)k);
+            }
             continue;
         }
         if (k > n)

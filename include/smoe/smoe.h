@@ -286,7 +286,9 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * a directory, a character device, a socket) is SMOE_EINVAL at once, never
  * a wait (docs/decisions.md).
  * opts may be NULL for defaults.
- * @return 0 and *out set, or a negative code (*out left NULL).
+ * @return 0 and *out set, or a negative code (*out left NULL); any
+ * allocation failing is SMOE_ENOMEM, and a failed open leaves no
+ * descriptor, thread or memory behind.
  * Thread safety: any thread; the handle is safe to share between threads.
  */
 SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts,
