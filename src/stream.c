@@ -222,7 +222,7 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     s->log_user = o.log_user;
     s->nworkers = o.workers ? o.workers : SMOE__DEFAULT_WORKERS;
     s->verify = o.verify != SMOE_VERIFY_OFF;
-    if ((r = smoe__vault_load(&s->vault, vault_path, s->io)) < 0)
+    if ((r = smoe__vault_load_ex(&s->vault, vault_path, s->io, SMOE__VAULT_KEEP_CACHE)) < 0)
         goto fail;
 
     /* Slot size: the largest padded blob, or the caller's, 16 KiB-rounded. */
@@ -284,6 +284,11 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     }
     if ((r = open_fds(s)) < 0)
         goto fail;
+    /* The header's and tables' pages the reader brought in: with direct
+     * reads nothing else will want them. Buffered reads go through the
+     * page cache anyway, so then nothing is dropped. */
+    if (s->io_mode == SMOE_IO_DIRECT)
+        smoe__vault_drop_read(&s->vault, s->io, s->workers[0].fd);
 
     const char *trace_path = o.trace_path ? o.trace_path : getenv("SMOE_TRACE");
     if (trace_path && *trace_path &&

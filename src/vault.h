@@ -42,6 +42,14 @@ typedef struct smoe__vault_layout {
     uint64_t min_bytes; /* end of its last component */
 } smoe__vault_layout;
 
+/* What the reader read through the page cache: the header and the tables,
+ * each rounded out to 16 KiB (blobs fill whole 16 KiB units, so these
+ * never hold a blob's byte). */
+#define SMOE__VAULT_MAX_READS 4
+typedef struct smoe__vault_extent {
+    uint64_t off, len;
+} smoe__vault_extent;
+
 typedef struct smoe__vault {
     char *path;
     uint32_t layers, experts, entries, n_layouts, n_components, component_align;
@@ -55,6 +63,8 @@ typedef struct smoe__vault {
     smoe_component *components;
     char *meta;                    /* raw "key=value\n" lines, NUL-terminated */
     uint64_t meta_bytes;
+    smoe__vault_extent read[SMOE__VAULT_MAX_READS];
+    uint32_t n_read;
 } smoe__vault;
 
 /*
@@ -63,6 +73,13 @@ typedef struct smoe__vault {
  * file and the field, and leaves *v empty (smoe__vault_free is still safe).
  */
 int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io);
+/* smoe__vault_load drops the pages it read from the page cache (as
+ * smoe__vault_drop_read does) unless flags has SMOE__VAULT_KEEP_CACHE:
+ * smoe_open drops them itself, and only with direct I/O in effect. */
+enum { SMOE__VAULT_KEEP_CACHE = 1u << 0 };
+int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, unsigned flags);
+/* Drop the pages of v->read through fd, any descriptor of the vault. */
+void smoe__vault_drop_read(const smoe__vault *v, const smoe__io *io, int fd);
 void smoe__vault_free(smoe__vault *v);
 
 /* Entry of (layer, expert) or NULL when out of range or absent. */

@@ -53,7 +53,8 @@ typedef struct loader {
     unsigned char *lct;    /* layouts x 16, then components x 128 */
     unsigned char *meta;   /* meta_bytes */
     region reg[3];
-    uint64_t read_lo, read_hi; /* the span of the file read so far */
+    smoe__vault_extent read[SMOE__VAULT_MAX_READS]; /* read so far (vault.h) */
+    uint32_t n_read;
 } loader;
 
 static uint32_t rd32(const unsigned char *p)
@@ -84,10 +85,11 @@ static int read_at(loader *L, void *buf, uint64_t n, uint64_t off, const char *w
     int err_no = 0;
     if (n == 0)
         return 0;
-    if (L->read_hi == 0 || off < L->read_lo)
-        L->read_lo = off;
-    if (off + n > L->read_hi)
-        L->read_hi = off + n;
+    if (L->n_read < SMOE__VAULT_MAX_READS) {
+        uint64_t lo = off / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
+        uint64_t hi = (off + n + SMOE__VAULT_ALIGN - 1) / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
+        L->read[L->n_read++] = (smoe__vault_extent){lo, hi - lo};
+    }
     int rc = smoe__io_read_full(L->io, L->fd, buf, (size_t)n, off, NULL, &err_no);
     if (rc == SMOE_ETRUNC)
         return smoe__fail(SMOE_ETRUNC, "%s: %s: the file ended before %" PRIu64
@@ -694,6 +696,17 @@ static int load(loader *L, smoe__vault *v)
 
 int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io)
 {
+    return smoe__vault_load_ex(v, path, io, 0);
+}
+
+void smoe__vault_drop_read(const smoe__vault *v, const smoe__io *io, int fd)
+{
+    for (uint32_t i = 0; io->drop_cache && i < v->n_read; i++)
+        io->drop_cache(io, fd, v->read[i].off, v->read[i].len);
+}
+
+int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, unsigned flags)
+{
     if (!v)
         return smoe__fail(SMOE_EINVAL, "smoe__vault_load: no vault to fill");
     memset(v, 0, sizeof *v);
@@ -705,11 +718,14 @@ int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io)
     L.io = io;
     L.fd = -1;
     int rc = load(&L, v);
+    memcpy(v->read, L.read, sizeof v->read);
+    v->n_read = L.n_read;
     if (L.fd >= 0) {
         /* The header and tables were read buffered; blobs never are. Leave
-         * the page cache as it was: streaming a vault must not grow it. */
-        if (io->drop_cache && L.read_hi > L.read_lo)
-            io->drop_cache(io, L.fd, L.read_lo, L.read_hi - L.read_lo);
+         * the page cache as it was: reading a vault must not grow it. Only
+         * these pages: the blobs' may be cached for someone else. */
+        if (!(flags & SMOE__VAULT_KEEP_CACHE))
+            smoe__vault_drop_read(v, io, L.fd);
         smoe__io_close(io, L.fd);
     }
     free(L.table);

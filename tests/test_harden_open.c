@@ -591,6 +591,8 @@ static void item13_open_keeps_page_cache(void **state)
     assert_int_equal(smoe_open(f->path, &o, &s), 0);
     size_t cold_after = tu_cached_pages(f->path);
     assert_int_equal(smoe_close(s), 0);
+    print_message("direct I/O from a cold cache: %zu pages cached; after smoe_open %zu\n",
+                  cold, cold_after);
     smoe__vault_free(&v);
     tu_fx_free(f);
 
