@@ -230,33 +230,6 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
     return st;
 }
 
-static char *tmp_name(const char *path)
-{
-    static _Atomic uint32_t seq;
-    /* relaxed: only makes names unique within the process */
-    uint32_t n = atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed);
-    size_t len = strlen(path) + 48;
-    char *t = smoe__malloc(len);
-    if (t)
-        snprintf(t, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
-    return t;
-}
-
-/* Can a file be created beside path? 0, or the negative errno. */
-static int probe_writable(const smoe__io *io, const char *path)
-{
-    char *t = tmp_name(path);
-    if (!t)
-        return -ENOMEM;
-    int fd = smoe__io_open(io, t, SMOE__IO_WRONLY);
-    if (fd >= 0) {
-        smoe__io_close(io, fd);
-        smoe__io_unlink(io, t);
-    }
-    free(t);
-    return fd < 0 ? fd : 0;
-}
-
 int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
 {
     smoe__freq *f = &s->freq;
@@ -286,6 +259,8 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
             memcpy(f->path, p, len);
         else
             snprintf(f->path, len, "%s.freq", s->vault.path);
+        /* Before anything else is written beside it. */
+        smoe__freq_sweep(s->io, f->path);
         const char *why = "";
         char msg[96];
         int eno;
@@ -298,7 +273,7 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
         if (f->status != SMOE_FREQ_LOADED)
             smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s ignored (%s: %s): counting "
                       "starts at zero", f->path, status_name(f->status), why);
-        int w = probe_writable(s->io, f->path);
+        int w = smoe__freq_probe_writable(s->io, f->path);
         if (w == -ENOMEM) {
             free(loaded);
             return smoe__fail(SMOE_ENOMEM, "open: out of memory");
@@ -319,14 +294,9 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
 /* fsync the directory holding path, so the rename itself is durable. */
 static void sync_dir(const smoe__io *io, const char *path)
 {
-    const char *slash = strrchr(path, '/');
     char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (smoe__freq_dir_of(path, dir, sizeof dir) < 0)
+        return;
     int fd = smoe__io_open(io, dir, SMOE__IO_RDONLY);
     if (fd >= 0) {
         smoe__io_fsync(io, fd); /* best effort: some file systems refuse */
@@ -334,33 +304,70 @@ static void sync_dir(const smoe__io *io, const char *path)
     }
 }
 
+/*
+ * Write buf to a new file beside path, fsync and close it, and give it a
+ * temporary name (*tmp, to free): an unnamed file that is linked to that
+ * name at the end, or (unnamed 0) one created with it. 1: unnamed files
+ * cannot be used here, nothing is left. On failure no name is left unless
+ * removing it failed too.
+ */
+static int write_tmp(const smoe__io *io, const char *path, const unsigned char *buf,
+                     size_t len, const char *fn, int unnamed, char **tmp)
+{
+    int fd, named = !unnamed;
+    *tmp = NULL;
+    if (unnamed) {
+        if ((fd = smoe__freq_open_unnamed(io, path)) < 0)
+            return 1;
+    } else {
+        if (!(*tmp = smoe__freq_tmp_name(path)))
+            return smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
+        if ((fd = smoe__io_open(io, *tmp, SMOE__IO_WRONLY)) < 0)
+            return smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, *tmp,
+                              strerror(-fd));
+    }
+    const char *what = unnamed ? "the new histogram" : *tmp;
+    int r, eno = 0;
+    if ((r = smoe__io_write_full(io, fd, buf, len, 0, &eno)) < 0)
+        r = smoe__fail(SMOE_EIO, "%s: writing %zu bytes to %s failed: %s", fn, len, what,
+                       strerror(eno));
+    else if ((r = smoe__io_fsync(io, fd)) < 0)
+        r = smoe__fail(SMOE_EIO, "%s: fsync of %s failed: %s", fn, what, strerror(-r));
+    if (r == 0 && unnamed) {
+        if (!(*tmp = smoe__freq_tmp_name(path))) {
+            r = smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
+        } else if (smoe__io_link(io, fd, *tmp) < 0) {
+            /* No way to name it here (no /proc, say): write a named one. */
+            smoe__io_close(io, fd);
+            free(*tmp);
+            *tmp = NULL;
+            return 1;
+        } else {
+            named = 1;
+        }
+    }
+    int c = smoe__io_close(io, fd);
+    if (r == 0 && c < 0)
+        r = smoe__fail(SMOE_EIO, "%s: close of %s failed: %s", fn, *tmp, strerror(-c));
+    if (r < 0 && named)
+        smoe__io_unlink(io, *tmp); /* the previous file stays as it was */
+    return r;
+}
+
 /* Write buf to a temporary file and rename it over path. */
 static int write_atomic(const smoe__io *io, const char *path, const unsigned char *buf,
                         size_t len, const char *fn)
 {
-    char *tmp = tmp_name(path);
-    if (!tmp)
-        return smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
-    int r, eno = 0, fd = smoe__io_open(io, tmp, SMOE__IO_WRONLY);
-    if (fd < 0) {
-        r = smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, tmp, strerror(-fd));
-        free(tmp);
-        return r;
-    }
-    if ((r = smoe__io_write_full(io, fd, buf, len, 0, &eno)) < 0)
-        r = smoe__fail(SMOE_EIO, "%s: writing %zu bytes to %s failed: %s", fn, len, tmp,
-                       strerror(eno));
-    else if ((r = smoe__io_fsync(io, fd)) < 0)
-        r = smoe__fail(SMOE_EIO, "%s: fsync of %s failed: %s", fn, tmp, strerror(-r));
-    int c = smoe__io_close(io, fd);
-    if (r == 0 && c < 0)
-        r = smoe__fail(SMOE_EIO, "%s: close of %s failed: %s", fn, tmp, strerror(-c));
-    if (r == 0 && (r = smoe__io_rename(io, tmp, path)) < 0)
+    char *tmp;
+    int r = write_tmp(io, path, buf, len, fn, 1, &tmp);
+    if (r == 1)
+        r = write_tmp(io, path, buf, len, fn, 0, &tmp);
+    if (r == 0 && (r = smoe__io_rename(io, tmp, path)) < 0) {
         r = smoe__fail(SMOE_ESYS, "%s: renaming %s to %s failed: %s", fn, tmp, path,
                        strerror(-r));
-    if (r < 0)
         smoe__io_unlink(io, tmp); /* the previous file stays as it was */
-    else
+    }
+    if (r == 0)
         sync_dir(io, path);
     free(tmp);
     return r;

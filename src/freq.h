@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io.h"
+
 struct smoe_stream;
 struct smoe_open_opts;
 struct smoe_stats;
@@ -72,6 +74,18 @@ int smoe__freq_open(struct smoe_stream *s, const struct smoe_open_opts *o);
 /* Save now (smoe_freq_save and smoe_close). fn starts the messages. */
 int smoe__freq_save(struct smoe_stream *s, const char *fn);
 void smoe__freq_free(smoe__freq *f);
+
+/* freq_tmp.c: temporary files beside the histogram at path. */
+/* path's directory into dir; 0 or -ENAMETOOLONG. */
+int smoe__freq_dir_of(const char *path, char *dir, size_t cap);
+/* "PATH.tmp.<pid>.<n>", n counting in the process; NULL: out of memory. */
+char *smoe__freq_tmp_name(const char *path);
+/* An unnamed file in path's directory, for writing: fd or negative errno. */
+int smoe__freq_open_unnamed(const smoe__io *io, const char *path);
+/* Can a file be created beside path? 0, or the negative errno. */
+int smoe__freq_probe_writable(const smoe__io *io, const char *path);
+/* Remove PATH.tmp.<pid>.<n> files whose process no longer exists. */
+void smoe__freq_sweep(const smoe__io *io, const char *path);
 void smoe__freq_stats(const struct smoe_stream *s, struct smoe_stats *st);
 
 #endif

@@ -611,29 +611,31 @@ static void item13_open_keeps_page_cache(void **state)
 
 /* ---- item 14 ------------------------------------------------------------ */
 
-/* Names in dir starting with prefix. */
-static int count_prefixed(const char *dir, const char *prefix)
+/* Names in dir that start with prefix and contain infix. */
+static int count_names(const char *dir, const char *prefix, const char *infix)
 {
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
-        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+        n += !strncmp(e->d_name, prefix, strlen(prefix)) && strstr(e->d_name, infix);
     closedir(d);
     return n;
 }
 
-static smoe_open_opts hist_opts(void)
+static smoe_open_opts hist_opts(const char *hist)
 {
     smoe_open_opts o = plain_opts(1, 4);
     o.flags &= ~(unsigned)SMOE_OPEN_NO_FREQ;
+    o.freq_path = hist;
     return o;
 }
 
 /* In a child: open, claim, and save the histogram with the kth I/O call of
  * the save killing the process (k 0: count the save's calls into *calls). */
-static int save_killed_at(const char *vault, uint64_t k, int no_tmpfile, uint64_t *calls)
+static int save_killed_at(const char *vault, const char *hist, uint64_t k, int no_tmpfile,
+                          uint64_t *calls)
 {
     int pipefd[2];
     assert_int_equal(pipe(pipefd), 0);
@@ -644,7 +646,7 @@ static int save_killed_at(const char *vault, uint64_t k, int no_tmpfile, uint64_
         static struct fault_io fio;
         fault_io_install(&fio);
         atomic_store(&fio.refuse_tmpfile, no_tmpfile);
-        smoe_open_opts o = hist_opts();
+        smoe_open_opts o = hist_opts(hist);
         smoe_stream *s;
         smoe_blob b;
         if (smoe_open(vault, &o, &s) != 0 || smoe_claim_wait(s, 0, 1, 10 * SEC, &b) < 0 ||
@@ -678,21 +680,25 @@ static void item14_freq_temporaries_removed(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(2, 3, 1000, 20000, 14);
-    const char *prefix = "v.smoe.freq.tmp.";
+    char hist[700], prefix[64], *p;
     int bad = 0;
     for (int no_tmpfile = 0; no_tmpfile <= 1; no_tmpfile++) {
+        snprintf(hist, sizeof hist, "%s/h0.freq", f->dir);
         uint64_t calls = 0;
-        save_killed_at(f->path, 0, no_tmpfile, &calls);
+        save_killed_at(f->path, hist, 0, no_tmpfile, &calls);
         assert_true(calls >= 4);
-        unsigned killed = 0;
-        for (uint64_t k = 1; k <= calls; k++)
-            killed += (unsigned)save_killed_at(f->path, k, no_tmpfile, NULL);
-        int left = count_prefixed(f->dir, prefix);
+        /* Save k keeps histogram hk.freq: the open of the next save does
+         * not tidy up after this one. */
+        unsigned killed = 0, left = 0;
+        for (uint64_t k = 1; k <= calls; k++) {
+            snprintf(hist, sizeof hist, "%s/h%llu.freq", f->dir, (unsigned long long)k);
+            killed += (unsigned)save_killed_at(f->path, hist, k, no_tmpfile, NULL);
+            snprintf(prefix, sizeof prefix, "h%llu.freq.tmp.", (unsigned long long)k);
+            left += count_names(f->dir, prefix, "") > 0;
+        }
         /* Files that are not temporaries of dead processes stay. */
-        char live[64], *p;
-        snprintf(live, sizeof live, "%s1.7", prefix); /* pid 1 always exists */
-        const char *keep[] = {live, "v.smoe.freq.tmp.x", "v.smoe.freq.tmp.12x.1",
-                              "other.smoe.freq.tmp.999999999.0"};
+        const char *keep[] = {"h1.freq.tmp.1.7" /* pid 1 always exists */, "h1.freq.tmp.x",
+                              "h1.freq.tmp.12x.1", "other.freq.tmp.999999999.0"};
         for (size_t i = 0; i < 4; i++) {
             p = tu_path(f->dir, keep[i]);
             FILE *fp = fopen(p, "w");
@@ -700,30 +706,32 @@ static void item14_freq_temporaries_removed(void **state)
             fclose(fp);
             free(p);
         }
-        /* The next open of the histogram. */
-        smoe_open_opts o = hist_opts();
-        smoe_stream *s;
-        assert_int_equal(smoe_open(f->path, &o, &s), 0);
-        assert_int_equal(smoe_close(s), 0);
-        int after = count_prefixed(f->dir, prefix) - 3; /* the three planted ones */
-        print_message("%s: %llu I/O calls per save, %u saves killed, %d temporary files "
-                      "left; after the next open %d\n",
+        /* The next open of each histogram. */
+        for (uint64_t k = 1; k <= calls; k++) {
+            snprintf(hist, sizeof hist, "%s/h%llu.freq", f->dir, (unsigned long long)k);
+            smoe_open_opts o = hist_opts(hist);
+            smoe_stream *s;
+            assert_int_equal(smoe_open(f->path, &o, &s), 0);
+            assert_int_equal(smoe_close(s), 0);
+        }
+        int after = count_names(f->dir, "", ".freq.tmp.") - 4;
+        print_message("%s: %llu I/O calls per save, %u saves killed, %u left a temporary "
+                      "file; after the next open of each histogram %d are left\n",
                       no_tmpfile ? "no unnamed files" : "unnamed files where available",
                       (unsigned long long)calls, killed, left, after);
         for (size_t i = 0; i < 4; i++) {
             p = tu_path(f->dir, keep[i]);
             if (!tu_exists(p))
                 fail_msg("%s was removed", keep[i]);
-            unlink(p);
             free(p);
         }
         bad += after != 0;
-        /* What is left is not the next pass's to count. */
+        /* The next pass starts from the vault alone. */
         DIR *d = opendir(f->dir);
         assert_non_null(d);
         struct dirent *e;
         while ((e = readdir(d)) != NULL)
-            if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            if (e->d_name[0] != '.' && strcmp(e->d_name, "v.smoe") != 0) {
                 p = tu_path(f->dir, e->d_name);
                 unlink(p);
                 free(p);
