@@ -24,6 +24,12 @@
 #define SMOE__META_MAX (1u << 20)
 /* (layer, expert) pairs a vault may hold: bounded by the slot word's key bits. */
 #define SMOE__MAX_EXPERTS_TOTAL (1u << 22)
+/* Pairs a vault may declare for the entries it holds: smoe_open allocates
+ * about 100 bytes per declared pair (index, residency map, counters) and
+ * the histogram file is 8 bytes per pair, so the shape must be justified
+ * by entries present: at most 64 pairs per entry, or 65536 in all. */
+#define SMOE__PAIRS_PER_ENTRY 64u
+#define SMOE__PAIRS_FREE 65536u
 #define SMOE__MAX_LAYOUTS 65536u
 #define SMOE__MAX_COMPONENTS (1u << 20)
 
@@ -112,6 +118,13 @@ uint64_t smoe__dtype_bytes(uint32_t dtype, const uint64_t *shape, uint32_t ndim,
  */
 int smoe__component_check(const smoe_component *c, uint32_t component_align,
                           const char *where);
+/*
+ * Is layers x experts justified by entries (SMOE__PAIRS_PER_ENTRY,
+ * SMOE__PAIRS_FREE)? Shared by the reader and the writer. `where` starts
+ * the message. @return 0 or SMOE_ECOUNT.
+ */
+int smoe__shape_check(uint32_t layers, uint32_t experts, uint32_t entries,
+                      const char *where);
 /* 1 if s[0..n) is well-formed UTF-8, else 0. */
 int smoe__utf8_valid(const void *s, size_t n);
 

@@ -661,6 +661,7 @@ static int load(loader *L, smoe__vault *v)
     v->dev = st.dev;
     v->ino = st.ino;
     if ((rc = check_header(L)) < 0 || (rc = check_counts(L)) < 0 ||
+        (rc = smoe__shape_check(L->h.layers, L->h.experts, L->h.entries, L->path)) < 0 ||
         (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0)
         return rc;
 

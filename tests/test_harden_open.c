@@ -757,6 +757,11 @@ static uint64_t rss_bytes(void)
     return res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+static int three_present(uint32_t layer, uint32_t expert)
+{
+    return layer == 1 && expert < 3;
+}
+
 static void item16_sparse_shape_refused(void **state)
 {
     (void)state;
@@ -800,6 +805,17 @@ static void item16_sparse_shape_refused(void **state)
     assert_int_equal(smoe_release(s, &b), 0);
     assert_int_equal(smoe_claim(s, 99, 99, &b), SMOE_ENOENT);
     assert_int_equal(smoe_close(s), 0);
+
+    /* The writer refuses to write what the reader would refuse. */
+    char *p = tu_path(f->dir, "w.smoe");
+    tu_vault_opts vo = {.layers = 2048, .experts = 2048, .min_bytes = 1000,
+                        .max_bytes = 2000, .seed = 1, .present = three_present};
+    assert_int_equal(tu_make_vault_ex(p, &vo), SMOE_ECOUNT);
+    tu_expect_contains(smoe_last_error(), "3 entries");
+    assert_false(tu_exists(p));
+    vo.layers = vo.experts = 256; /* 65536 pairs: always allowed */
+    assert_int_equal(tu_make_vault_ex(p, &vo), 0);
+    free(p);
     tu_fx_free(f);
 }
 

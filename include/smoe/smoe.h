@@ -284,7 +284,9 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * workers (and the pre-warm thread).
  * vault_path names a regular file or a block device; anything else (a FIFO,
  * a directory, a character device, a socket) is SMOE_EINVAL at once, never
- * a wait (docs/decisions.md).
+ * a wait (docs/decisions.md). A vault declaring more (layer, expert) pairs
+ * than max(65536, 64 x its entries) is SMOE_ECOUNT: what open allocates is
+ * sized by the declared shape (docs/vault-format.md).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL); any
  * allocation failing is SMOE_ENOMEM, and a failed open leaves no
@@ -632,7 +634,8 @@ SMOE_API int smoe_writer_set_meta(smoe_writer *w, const char *key,
 SMOE_API int smoe_writer_add_blob(smoe_writer *w, uint32_t layer, uint32_t expert,
                                   uint32_t layout, const void *data,
                                   uint64_t size);               /* since 1.0 */
-/* Write the tables, fsync, rename into place and free w. */
+/* Write the tables, fsync, rename into place and free w. SMOE_ECOUNT when
+ * layers x experts is more than max(65536, 64 x the blobs added). */
 SMOE_API int smoe_writer_finish(smoe_writer *w);                /* since 1.0 */
 /* Remove the temporary file and free w. NULL is a no-op. */
 SMOE_API void smoe_writer_abort(smoe_writer *w);                /* since 1.0 */
