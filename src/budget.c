@@ -312,6 +312,19 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
             out->rules |= SMOE_BUDGET_VAULT_CAP;
         }
         out->step[3] = n;
+        /* Only the clamp's minimum raises the count past free memory (huge
+         * slots, little memory): never fault in a ring that cannot fit. */
+        if (in->have_mem && n > out->free_bytes / slot) {
+            out->slots = (uint32_t)n;
+            return smoe__fail(SMOE_ENOMEM, "budget: a ring of %llu slots (the clamp's "
+                              "minimum of %u slots) x %llu bytes = %llu bytes is more than "
+                              "the %llu bytes of free memory (25%% of it: %llu slots); "
+                              "free memory, or choose opts.ring_slots",
+                              (unsigned long long)n, SMOE__BUDGET_MIN_SLOTS,
+                              (unsigned long long)slot, (unsigned long long)(n * slot),
+                              (unsigned long long)out->free_bytes,
+                              (unsigned long long)out->slots_fallback);
+        }
     }
     out->slots = (uint32_t)n;
     if (n == 0)

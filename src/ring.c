@@ -57,11 +57,19 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         madvise(r->base, r->len, MADV_HUGEPAGE); /* advice only: failure is harmless */
 #endif
     /* Fault every page in now, so the cost comes at open, not mid-token. */
+    int populated = 0;
 #if defined(MADV_POPULATE_WRITE)
-    if (madvise(r->base, r->len, MADV_POPULATE_WRITE) != 0)
+    if (madvise(r->base, r->len, MADV_POPULATE_WRITE) == 0) {
+        populated = 1;
+    } else if (errno == ENOMEM) { /* touching the pages would meet the OOM killer */
+        smoe__ring_free(r);
+        return smoe__fail(SMOE_ENOMEM, "ring: cannot fault in %llu bytes (%u slots x %llu): "
+                          "%s", (unsigned long long)(uint64_t)nslots * stride, nslots,
+                          (unsigned long long)stride, strerror(ENOMEM));
+    }
 #endif
-        for (uint64_t off = 0; off < r->len; off += 4096)
-            r->base[off] = 0;
+    for (uint64_t off = 0; !populated && off < r->len; off += 4096)
+        r->base[off] = 0;
     if (lock) {
         if (mlock(r->base, r->len) < 0) {
             int e = errno;

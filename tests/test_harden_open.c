@@ -889,6 +889,25 @@ static void item17_ring_within_free_memory(void **state)
     assert_true(st.ring_bytes <= st.budget_free);
     assert_int_equal(smoe_close(s), 0);
     tu_fx_free(f);
+
+    /* One huge declared blob (a sparse vault): 1 GiB slots, 8 GiB free. */
+    smoe__budget_in in;
+    memset(&in, 0, sizeof in);
+    in.slot_bytes = 1ull << 30;
+    in.have_mem = 1;
+    in.mem_total = 16ull << 30;
+    in.mem_available = 8ull << 30;
+    in.cg_room = in.cg_limit = SMOE__NO_LIMIT;
+    in.overhead_bytes = SMOE__BUDGET_OVERHEAD;
+    in.layers = 24;
+    in.vault_entries = 24 * 32;
+    smoe__budget b;
+    assert_int_equal(smoe__budget_compute(&in, &b), SMOE_ENOMEM);
+    assert_int_equal(b.slots, 64);
+    tu_expect_contains(smoe_last_error(), "free memory");
+    in.mem_available = 66ull << 30; /* the budget: 66 - 1 - 4 GiB, 61 slots; 64 fit */
+    assert_int_equal(smoe__budget_compute(&in, &b), 0);
+    assert_int_equal(b.slots, 64);
 }
 
 /* A failed test may leave its io table or allocation fault armed. */

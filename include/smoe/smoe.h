@@ -245,7 +245,8 @@ typedef struct smoe_open_opts {
     size_t struct_size;       /* sizeof(smoe_open_opts); set by _INIT/_init */
     /* since 1.0 */
     uint32_t workers;         /* I/O worker threads; 0: 16 */
-    uint32_t ring_slots;      /* slot count; 0: automatic (docs/budget.md) */
+    uint32_t ring_slots;      /* slot count; 0: automatic (docs/budget.md), never
+                                 more than free memory holds (else SMOE_ENOMEM) */
     uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob;
                                  smaller than that blob: SMOE_ESLOTSIZE */
     uint32_t flags;           /* SMOE_OPEN_* */
