@@ -152,42 +152,6 @@ static void item09_fifo_vault_refused(void **state)
     free(dir);
 }
 
-/* Run the tool with args; killed by SIGALRM after `secs` if it hangs.
- * Returns its exit status, or -1 when it was killed. */
-static int run_tool_bounded(const char *dir, const char *const *args, unsigned secs,
-                            char **err)
-{
-    const char *tool = getenv("SMOE_TOOL");
-    char *pe = tu_path(dir, "tool-stderr.txt");
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        const char *argv[16];
-        int n = 0;
-        argv[n++] = tool;
-        for (; *args && n < 15; args++)
-            argv[n++] = *args;
-        argv[n] = NULL;
-        int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fo = open("/dev/null", O_WRONLY);
-        if (fe < 0 || fo < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-            _exit(127);
-        alarm(secs); /* kept across exec: a hang ends as SIGALRM */
-        execv(tool, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        assert_int_equal(errno, EINTR);
-    uint64_t n;
-    unsigned char *b = tu_read_file(pe, &n);
-    *err = realloc(b, (size_t)n + 1);
-    assert_non_null(*err);
-    (*err)[n] = 0;
-    free(pe);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void item09_fifo_tool_refused(void **state)
 {
     (void)state;
@@ -200,9 +164,9 @@ static void item09_fifo_tool_refused(void **state)
                              {"read", fifo, NULL}};
     unsigned secs = (unsigned)(bound_s() + 1);
     char report[1024] = "";
+    char *out = NULL, *err = NULL;
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        char *err = NULL;
-        int rc = run_tool_bounded(dir, cmds[i], secs, &err);
+        int rc = tu_run_bounded(dir, secs, tool, cmds[i], &out, &err);
         size_t used = strlen(report);
         if (rc < 0)
             snprintf(report + used, sizeof report - used, "\n  smoe %s did not finish "
@@ -210,8 +174,9 @@ static void item09_fifo_tool_refused(void **state)
         else if (rc != 1 || !strstr(err, fifo) || !strstr(err, "FIFO"))
             snprintf(report + used, sizeof report - used, "\n  smoe %s exited %d, "
                      "expected 1 and a message naming the FIFO: %s", cmds[i][0], rc, err);
-        free(err);
     }
+    free(out);
+    free(err);
     free(fifo);
     tu_rmdir(dir);
     free(dir);
