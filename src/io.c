@@ -12,7 +12,16 @@
 #if defined(__linux__)
 #include <linux/fs.h> /* BLKGETSIZE64 */
 #elif defined(__APPLE__)
+#if defined(__has_include)
+#if __has_include(<sys/disk.h>)
 #include <sys/disk.h> /* DKIOCGETBLOCKCOUNT, DKIOCGETBLOCKSIZE */
+#endif
+#endif
+#if !defined(DKIOCGETBLOCKCOUNT)
+/* <sys/disk.h>'s values, for SDKs without it (zig's cross headers) */
+#define DKIOCGETBLOCKSIZE _IOR('d', 24, uint32_t)
+#define DKIOCGETBLOCKCOUNT _IOR('d', 25, uint64_t)
+#endif
 #endif
 
 #include "smoe/smoe.h"
