@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #endif
 
+#include "alloc.h"
 #include "budget.h"
 #include "error.h"
 #include "internal.h"
@@ -311,6 +312,19 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
             out->rules |= SMOE_BUDGET_VAULT_CAP;
         }
         out->step[3] = n;
+        /* Only the clamp's minimum raises the count past free memory (huge
+         * slots, little memory): never fault in a ring that cannot fit. */
+        if (in->have_mem && n > out->free_bytes / slot) {
+            out->slots = (uint32_t)n;
+            return smoe__fail(SMOE_ENOMEM, "budget: a ring of %llu slots (the clamp's "
+                              "minimum of %u slots) x %llu bytes = %llu bytes is more than "
+                              "the %llu bytes of free memory (25%% of it: %llu slots); "
+                              "free memory, or choose opts.ring_slots",
+                              (unsigned long long)n, SMOE__BUDGET_MIN_SLOTS,
+                              (unsigned long long)slot, (unsigned long long)(n * slot),
+                              (unsigned long long)out->free_bytes,
+                              (unsigned long long)out->slots_fallback);
+        }
     }
     out->slots = (uint32_t)n;
     if (n == 0)
@@ -336,7 +350,8 @@ int smoe__budget_compute(const smoe__budget_in *in, smoe__budget *out)
 /*
  * A whole text file through io, NUL-terminated, malloc()ed. /proc and
  * cgroup files report size 0, so read until end of file. NULL on failure
- * with *err the negative errno (or SMOE_ENOMEM, SMOE_ETRUNC when too big).
+ * with *err the negative errno: -ENOMEM, -EFBIG when too big, or the read's.
+ * (Not SMOE_* codes: their values meet errnos', SMOE_ENOMEM is -ENOENT.)
  */
 static char *read_text(const smoe__io *io, const char *path, int *err)
 {
@@ -346,16 +361,16 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
         return NULL;
     }
     size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
+    char *buf = smoe__malloc(cap);
     int interrupted = 0; /* in a row, as smoe__io_read_full counts them */
     *err = 0;
     while (buf) {
         if (cap - len < 2) {
             if (cap >= READ_MAX) {
-                *err = SMOE_ETRUNC;
+                *err = -EFBIG;
                 break;
             }
-            char *nb = realloc(buf, cap * 2);
+            char *nb = smoe__realloc(buf, cap * 2);
             if (!nb)
                 break;
             buf = nb;
@@ -377,7 +392,7 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
         interrupted = 0;
     }
     if (!buf || !*err)
-        *err = SMOE_ENOMEM;
+        *err = -ENOMEM;
     smoe__io_close(io, fd);
     free(buf);
     return NULL;
@@ -385,13 +400,12 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
 
 static void note(smoe__mem_probe *p, const char *fmt, const char *path, int err)
 {
+    if (err == -ENOMEM)
+        p->nomem = 1;
     if (p->note[0])
         return; /* the first problem is the one worth reading */
     char what[96];
-    if (err < 0 && err > -4096 && err != SMOE_ETRUNC && err != SMOE_ENOMEM)
-        snprintf(what, sizeof what, "%s", strerror(-err));
-    else
-        snprintf(what, sizeof what, "%s", err ? smoe_strerror(err) : "malformed");
+    snprintf(what, sizeof what, "%s", err ? strerror(-err) : "malformed");
     snprintf(p->note, sizeof p->note, fmt, path, what);
 }
 
@@ -531,7 +545,7 @@ void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p)
 
 static int scout_size(struct smoe_stream *s, const char *path, uint64_t *bytes)
 {
-    int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY);
+    int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
     if (fd < 0)
         return smoe__fail(SMOE_ESYS, "open: scout file %s: %s", path, strerror(-fd));
     int r = smoe__io_size(s->io, fd, bytes);
@@ -563,6 +577,9 @@ int smoe__budget_open(struct smoe_stream *s, const smoe_open_opts *o, uint64_t s
             return r;
         smoe__mem_probe p;
         smoe__mem_probe_read(s->io, &p);
+        if (p.nomem) /* not a reason to size the ring blind */
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory reading the memory figures "
+                              "(%s)", p.note);
         smoe__budget_in_probe(&in, &p);
         if (p.note[0])
             smoe__log(s, SMOE_LOG_WARN, "memory budget: %s", p.note);

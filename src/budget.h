@@ -104,12 +104,13 @@ typedef struct smoe__mem_probe {
     uint64_t cg_usage;
     uint64_t cg_room;        /* cg_limit - cg_usage (0 if over); SMOE__NO_LIMIT: none */
     char note[640];          /* what could not be read, or "" */
+    int nomem;               /* a file went unread for want of memory */
 } smoe__mem_probe;
 
 /*
  * Read the machine's memory figures through io (Linux) or sysctl (macOS).
  * Never fails: what cannot be read is left out (have_mem 0, no cgroup
- * level) and said in note.
+ * level) and said in note; nomem says when memory was what it lacked.
  */
 void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p);
 

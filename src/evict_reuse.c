@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "error.h"
 #include "evict_reuse.h"
 #include "internal.h"
@@ -81,19 +82,19 @@ static void st(_Atomic uint64_t *p, double d)
 
 int smoe__reuse_init(struct smoe_stream *s)
 {
-    smoe__reuse *r = calloc(1, sizeof *r);
+    smoe__reuse *r = smoe__calloc(1, sizeof *r);
     if (!r)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the eviction state");
     r->layers = s->vault.layers;
     r->experts = s->vault.experts;
     r->nslots = s->ring.nslots;
     size_t nk = (size_t)r->layers * r->experts;
-    r->f = calloc(nk ? nk : 1, sizeof *r->f);
-    r->use = calloc(nk ? nk : 1, sizeof *r->use);
-    r->visits = calloc(r->layers ? r->layers : 1, sizeof *r->visits);
-    r->began = calloc(r->layers ? r->layers : 1, sizeof *r->began);
-    r->score = calloc(r->nslots ? r->nslots : 1, sizeof *r->score);
-    r->dpow = malloc(POW_N * sizeof *r->dpow);
+    r->f = smoe__calloc(nk ? nk : 1, sizeof *r->f);
+    r->use = smoe__calloc(nk ? nk : 1, sizeof *r->use);
+    r->visits = smoe__calloc(r->layers ? r->layers : 1, sizeof *r->visits);
+    r->began = smoe__calloc(r->layers ? r->layers : 1, sizeof *r->began);
+    r->score = smoe__calloc(r->nslots ? r->nslots : 1, sizeof *r->score);
+    r->dpow = smoe__malloc(POW_N * sizeof *r->dpow);
     s->reuse = r;
     if (!r->f || !r->use || !r->visits || !r->began || !r->score || !r->dpow)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the eviction state "

@@ -18,6 +18,7 @@
 
 #include <xxhash.h>
 
+#include "alloc.h"
 #include "error.h"
 #include "freq.h"
 #include "internal.h"
@@ -53,21 +54,22 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
-/* XXH3-64 of header bytes 0..55 and the counts that follow the header. */
-static uint64_t file_hash(const unsigned char *buf, uint64_t len)
+/* XXH3-64 of header bytes 0..55 and the counts that follow the header.
+ * @return 0, or SMOE_ENOMEM (no hashing state). */
+static int file_hash(const unsigned char *buf, uint64_t len, uint64_t *h)
 {
-    XXH3_state_t *st = XXH3_createState();
+    XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
     if (!st)
-        return 0; /* never matches a stored hash of a real file by more than chance */
+        return SMOE_ENOMEM;
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, buf, F_CHECKSUM);
     XXH3_64bits_update(st, buf + SMOE__FREQ_HEADER_SIZE, (size_t)(len - SMOE__FREQ_HEADER_SIZE));
-    uint64_t h = XXH3_64bits_digest(st);
+    *h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
-    return h;
+    return 0;
 }
 
-void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts)
+int smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts)
 {
     size_t n = (size_t)id->layers * id->experts;
     uint64_t len = SMOE__FREQ_HEADER_SIZE + 8 * (uint64_t)n, total = 0;
@@ -84,9 +86,13 @@ void smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64
         total += counts[i];
     }
     put64(buf + F_TOTAL, total);
+    uint64_t h;
+    if (file_hash(buf, len, &h) < 0)
+        return SMOE_ENOMEM;
     XXH64_canonical_t c;
-    XXH64_canonicalFromHash(&c, file_hash(buf, len));
+    XXH64_canonicalFromHash(&c, h);
     memcpy(buf + F_CHECKSUM, c.digest, 8);
+    return 0;
 }
 
 int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_id *id,
@@ -124,7 +130,12 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
     }
     XXH64_canonical_t c;
     memcpy(c.digest, buf + F_CHECKSUM, 8);
-    if (XXH64_hashFromCanonical(&c) != file_hash(buf, len)) {
+    uint64_t h;
+    if (file_hash(buf, len, &h) < 0) {
+        *why = "out of memory";
+        return SMOE_ENOMEM;
+    }
+    if (XXH64_hashFromCanonical(&c) != h) {
         *why = "checksum mismatch";
         return SMOE_FREQ_CORRUPT;
     }
@@ -172,20 +183,24 @@ static const char *status_name(int st)
     }
 }
 
-/* Load the file into counts (zeros stay where it is ignored). */
-static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno)
+/* Load the file into counts (zeros stay where it is ignored): a
+ * SMOE_FREQ_* status, or SMOE_ENOMEM; *why may point into msg. */
+static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno,
+                char *msg, size_t cap)
 {
     smoe__freq *f = &s->freq;
     const smoe__io *io = s->io;
     *eno = 0;
-    int fd = smoe__io_open(io, f->path, SMOE__IO_RDONLY);
+    /* Without blocking: a FIFO there would wait for a writer forever. */
+    int fd = smoe__io_open(io, f->path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
     if (fd < 0) {
         *eno = -fd;
         *why = strerror(-fd);
         return fd == -ENOENT ? SMOE_FREQ_ABSENT : SMOE_FREQ_UNREADABLE;
     }
-    uint64_t size = 0;
-    int r = smoe__io_size(io, fd, &size);
+    smoe__io_stat fs;
+    int r = smoe__io_fstat(io, fd, &fs);
+    uint64_t size = fs.size;
     const uint64_t most = SMOE__FREQ_HEADER_SIZE + 8ull * SMOE__MAX_EXPERTS_TOTAL;
     int st;
     unsigned char *buf = NULL;
@@ -193,12 +208,16 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
         *eno = -r;
         *why = strerror(-r);
         st = SMOE_FREQ_UNREADABLE;
+    } else if (fs.type != SMOE__IO_TYPE_REG) {
+        snprintf(msg, cap, "%s, not a regular file", smoe__io_type_name(fs.type));
+        *why = msg;
+        st = SMOE_FREQ_UNREADABLE;
     } else if (size > most) {
         *why = "larger than any histogram";
         st = SMOE_FREQ_CORRUPT;
-    } else if (!(buf = malloc(size ? (size_t)size : 1))) {
+    } else if (!(buf = smoe__malloc(size ? (size_t)size : 1))) {
         *why = "out of memory";
-        st = SMOE_FREQ_UNREADABLE;
+        st = SMOE_ENOMEM;
     } else if ((r = smoe__io_read_full(io, fd, buf, (size_t)size, 0, NULL, eno)) < 0) {
         *why = r == SMOE_ETRUNC ? "shrank while being read" : strerror(*eno);
         st = r == SMOE_ETRUNC ? SMOE_FREQ_TRUNCATED : SMOE_FREQ_UNREADABLE;
@@ -211,40 +230,13 @@ static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *
     return st;
 }
 
-static char *tmp_name(const char *path)
-{
-    static _Atomic uint32_t seq;
-    /* relaxed: only makes names unique within the process */
-    uint32_t n = atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed);
-    size_t len = strlen(path) + 48;
-    char *t = malloc(len);
-    if (t)
-        snprintf(t, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
-    return t;
-}
-
-/* Can a file be created beside path? 0, or the negative errno. */
-static int probe_writable(const smoe__io *io, const char *path)
-{
-    char *t = tmp_name(path);
-    if (!t)
-        return -ENOMEM;
-    int fd = smoe__io_open(io, t, SMOE__IO_WRONLY);
-    if (fd >= 0) {
-        smoe__io_close(io, fd);
-        smoe__io_unlink(io, t);
-    }
-    free(t);
-    return fd < 0 ? fd : 0;
-}
-
 int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
 {
     smoe__freq *f = &s->freq;
     f->n = (size_t)s->vault.layers * s->vault.experts;
     size_t bytes = (f->n * sizeof *f->count + 63) / 64 * 64;
-    f->count = aligned_alloc(64, bytes);
-    uint64_t *loaded = calloc(f->n, sizeof *loaded);
+    f->count = smoe__aligned_alloc(64, bytes);
+    uint64_t *loaded = smoe__calloc(f->n, sizeof *loaded);
     if (!f->count || !loaded) {
         free(loaded);
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the popularity histogram");
@@ -259,7 +251,7 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
     if (!(o->flags & SMOE_OPEN_NO_FREQ)) {
         const char *p = o->freq_path;
         size_t len = p ? strlen(p) + 1 : strlen(s->vault.path) + 6;
-        if (!(f->path = malloc(len))) {
+        if (!(f->path = smoe__malloc(len))) {
             free(loaded);
             return smoe__fail(SMOE_ENOMEM, "open: out of memory");
         }
@@ -267,13 +259,25 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
             memcpy(f->path, p, len);
         else
             snprintf(f->path, len, "%s.freq", s->vault.path);
+        /* Before anything else is written beside it. */
+        smoe__freq_sweep(s->io, f->path);
         const char *why = "";
+        char msg[96];
         int eno;
-        f->status = load(s, loaded, &why, &eno);
+        f->status = load(s, loaded, &why, &eno, msg, sizeof msg);
+        if (f->status == SMOE_ENOMEM) {
+            free(loaded);
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory reading the popularity "
+                              "histogram %s", f->path);
+        }
         if (f->status != SMOE_FREQ_LOADED)
             smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s ignored (%s: %s): counting "
                       "starts at zero", f->path, status_name(f->status), why);
-        int w = probe_writable(s->io, f->path);
+        int w = smoe__freq_probe_writable(s->io, f->path);
+        if (w == -ENOMEM) {
+            free(loaded);
+            return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+        }
         f->saving = w == 0 ? SMOE_FREQ_SAVE_ON : SMOE_FREQ_SAVE_READONLY;
         if (w < 0)
             smoe__log(s, SMOE_LOG_WARN, "popularity histogram %s will not be saved: cannot "
@@ -290,14 +294,9 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
 /* fsync the directory holding path, so the rename itself is durable. */
 static void sync_dir(const smoe__io *io, const char *path)
 {
-    const char *slash = strrchr(path, '/');
     char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (smoe__freq_dir_of(path, dir, sizeof dir) < 0)
+        return;
     int fd = smoe__io_open(io, dir, SMOE__IO_RDONLY);
     if (fd >= 0) {
         smoe__io_fsync(io, fd); /* best effort: some file systems refuse */
@@ -305,33 +304,70 @@ static void sync_dir(const smoe__io *io, const char *path)
     }
 }
 
+/*
+ * Write buf to a new file beside path, fsync and close it, and give it a
+ * temporary name (*tmp, to free): an unnamed file that is linked to that
+ * name at the end, or (unnamed 0) one created with it. 1: unnamed files
+ * cannot be used here, nothing is left. On failure no name is left unless
+ * removing it failed too.
+ */
+static int write_tmp(const smoe__io *io, const char *path, const unsigned char *buf,
+                     size_t len, const char *fn, int unnamed, char **tmp)
+{
+    int fd, named = !unnamed;
+    *tmp = NULL;
+    if (unnamed) {
+        if ((fd = smoe__freq_open_unnamed(io, path)) < 0)
+            return 1;
+    } else {
+        if (!(*tmp = smoe__freq_tmp_name(path)))
+            return smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
+        if ((fd = smoe__io_open(io, *tmp, SMOE__IO_WRONLY)) < 0)
+            return smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, *tmp,
+                              strerror(-fd));
+    }
+    const char *what = unnamed ? "the new histogram" : *tmp;
+    int r, eno = 0;
+    if ((r = smoe__io_write_full(io, fd, buf, len, 0, &eno)) < 0)
+        r = smoe__fail(SMOE_EIO, "%s: writing %zu bytes to %s failed: %s", fn, len, what,
+                       strerror(eno));
+    else if ((r = smoe__io_fsync(io, fd)) < 0)
+        r = smoe__fail(SMOE_EIO, "%s: fsync of %s failed: %s", fn, what, strerror(-r));
+    if (r == 0 && unnamed) {
+        if (!(*tmp = smoe__freq_tmp_name(path))) {
+            r = smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
+        } else if (smoe__io_link(io, fd, *tmp) < 0) {
+            /* No way to name it here (no /proc, say): write a named one. */
+            smoe__io_close(io, fd);
+            free(*tmp);
+            *tmp = NULL;
+            return 1;
+        } else {
+            named = 1;
+        }
+    }
+    int c = smoe__io_close(io, fd);
+    if (r == 0 && c < 0)
+        r = smoe__fail(SMOE_EIO, "%s: close of %s failed: %s", fn, *tmp, strerror(-c));
+    if (r < 0 && named)
+        smoe__io_unlink(io, *tmp); /* the previous file stays as it was */
+    return r;
+}
+
 /* Write buf to a temporary file and rename it over path. */
 static int write_atomic(const smoe__io *io, const char *path, const unsigned char *buf,
                         size_t len, const char *fn)
 {
-    char *tmp = tmp_name(path);
-    if (!tmp)
-        return smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
-    int r, eno = 0, fd = smoe__io_open(io, tmp, SMOE__IO_WRONLY);
-    if (fd < 0) {
-        r = smoe__fail(SMOE_ESYS, "%s: cannot create %s: %s", fn, tmp, strerror(-fd));
-        free(tmp);
-        return r;
-    }
-    if ((r = smoe__io_write_full(io, fd, buf, len, 0, &eno)) < 0)
-        r = smoe__fail(SMOE_EIO, "%s: writing %zu bytes to %s failed: %s", fn, len, tmp,
-                       strerror(eno));
-    else if ((r = smoe__io_fsync(io, fd)) < 0)
-        r = smoe__fail(SMOE_EIO, "%s: fsync of %s failed: %s", fn, tmp, strerror(-r));
-    int c = smoe__io_close(io, fd);
-    if (r == 0 && c < 0)
-        r = smoe__fail(SMOE_EIO, "%s: close of %s failed: %s", fn, tmp, strerror(-c));
-    if (r == 0 && (r = smoe__io_rename(io, tmp, path)) < 0)
+    char *tmp;
+    int r = write_tmp(io, path, buf, len, fn, 1, &tmp);
+    if (r == 1)
+        r = write_tmp(io, path, buf, len, fn, 0, &tmp);
+    if (r == 0 && (r = smoe__io_rename(io, tmp, path)) < 0) {
         r = smoe__fail(SMOE_ESYS, "%s: renaming %s to %s failed: %s", fn, tmp, path,
                        strerror(-r));
-    if (r < 0)
         smoe__io_unlink(io, tmp); /* the previous file stays as it was */
-    else
+    }
+    if (r == 0)
         sync_dir(io, path);
     free(tmp);
     return r;
@@ -347,8 +383,8 @@ int smoe__freq_save(struct smoe_stream *s, const char *fn)
                           "histogram is not saved", fn, f->path);
     smoe__freq_id id = id_of(s);
     size_t len = SMOE__FREQ_HEADER_SIZE + 8 * f->n;
-    unsigned char *buf = malloc(len);
-    uint64_t *snap = malloc(f->n * sizeof *snap);
+    unsigned char *buf = smoe__malloc(len);
+    uint64_t *snap = smoe__malloc(f->n * sizeof *snap);
     int r;
     if (!buf || !snap) {
         r = smoe__fail(SMOE_ENOMEM, "%s: out of memory", fn);
@@ -359,8 +395,11 @@ int smoe__freq_save(struct smoe_stream *s, const char *fn)
         for (size_t i = 0; i < f->n; i++)
             /* relaxed: statistics only (see smoe__freq_hit) */
             snap[i] = atomic_load_explicit(&f->count[i], memory_order_relaxed);
-        smoe__freq_encode(buf, &id, snap);
-        r = write_atomic(s->io, f->path, buf, len, fn);
+        r = smoe__freq_encode(buf, &id, snap);
+        if (r < 0)
+            r = smoe__fail(r, "%s: out of memory for the checksum", fn);
+        else
+            r = write_atomic(s->io, f->path, buf, len, fn);
         pthread_mutex_unlock(&f->save_lock);
     }
     free(buf);

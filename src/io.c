@@ -5,17 +5,55 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <linux/fs.h> /* BLKGETSIZE64 */
+#elif defined(__APPLE__)
+#if defined(__has_include)
+#if __has_include(<sys/disk.h>)
+#include <sys/disk.h> /* DKIOCGETBLOCKCOUNT, DKIOCGETBLOCKSIZE */
+#endif
+#endif
+#if !defined(DKIOCGETBLOCKCOUNT)
+/* <sys/disk.h>'s values, for SDKs without it (zig's cross headers) */
+#define DKIOCGETBLOCKSIZE _IOR('d', 24, uint32_t)
+#define DKIOCGETBLOCKCOUNT _IOR('d', 25, uint64_t)
+#endif
+#endif
+
 #include "smoe/smoe.h"
 #include "io.h"
+
+/* Clear O_NONBLOCK again on a regular file or block device: reads of the
+ * file must wait for the disk as usual. Other kinds stay non-blocking, so a
+ * read of a FIFO cannot hang either (the caller refuses them). */
+static int settle_nonblock(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+        return 0;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}
 
 static int os_open(const smoe__io *io, const char *path, unsigned flags)
 {
     (void)io;
     int oflags = O_CLOEXEC;
-    if (flags & SMOE__IO_WRONLY)
+    if (flags & SMOE__IO_TMPFILE) {
+#if defined(O_TMPFILE)
+        oflags |= O_TMPFILE | O_WRONLY;
+#else
+        return -EOPNOTSUPP;
+#endif
+    } else if (flags & SMOE__IO_WRONLY)
         oflags |= O_WRONLY | O_CREAT | O_TRUNC;
     else if (flags & SMOE__IO_RDWR)
         oflags |= O_RDWR | O_CREAT;
@@ -25,6 +63,8 @@ static int os_open(const smoe__io *io, const char *path, unsigned flags)
     if (flags & SMOE__IO_DIRECT)
         oflags |= O_DIRECT;
 #endif
+    if (flags & SMOE__IO_NONBLOCK)
+        oflags |= O_NONBLOCK;
     int fd;
     do {
         fd = open(path, oflags, 0644);
@@ -40,6 +80,11 @@ static int os_open(const smoe__io *io, const char *path, unsigned flags)
         return -e;
     }
 #endif
+    int e = (flags & SMOE__IO_NONBLOCK) ? settle_nonblock(fd) : 0;
+    if (e < 0) {
+        close(fd);
+        return e;
+    }
     return fd;
 }
 
@@ -88,14 +133,72 @@ static int os_unlink(const smoe__io *io, const char *path)
     return unlink(path) < 0 ? -errno : 0;
 }
 
-static int os_size(const smoe__io *io, int fd, uint64_t *size)
+/* A block device's st_size is 0: ask the device (a vault may be written
+ * to a raw partition). */
+static int blk_size(int fd, uint64_t *size)
+{
+#if defined(__linux__) && defined(BLKGETSIZE64)
+    uint64_t n;
+    if (ioctl(fd, BLKGETSIZE64, &n) < 0)
+        return -errno;
+    *size = n;
+    return 0;
+#elif defined(__APPLE__) && defined(DKIOCGETBLOCKCOUNT)
+    uint64_t count;
+    uint32_t bs;
+    if (ioctl(fd, DKIOCGETBLOCKCOUNT, &count) < 0 || ioctl(fd, DKIOCGETBLOCKSIZE, &bs) < 0)
+        return -errno;
+    *size = count * bs;
+    return 0;
+#else
+    (void)fd;
+    *size = 0;
+    return 0;
+#endif
+}
+
+static int os_stat(const smoe__io *io, int fd, smoe__io_stat *out)
 {
     (void)io;
     struct stat st;
     if (fstat(fd, &st) < 0)
         return -errno;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    out->dev = (uint64_t)st.st_dev;
+    out->ino = (uint64_t)st.st_ino;
+    out->size = (uint64_t)st.st_size;
+    mode_t m = st.st_mode;
+    out->type = S_ISREG(m)    ? SMOE__IO_TYPE_REG
+                : S_ISBLK(m)  ? SMOE__IO_TYPE_BLK
+                : S_ISDIR(m)  ? SMOE__IO_TYPE_DIR
+                : S_ISCHR(m)  ? SMOE__IO_TYPE_CHR
+                : S_ISFIFO(m) ? SMOE__IO_TYPE_FIFO
+                : S_ISSOCK(m) ? SMOE__IO_TYPE_SOCK
+                              : SMOE__IO_TYPE_OTHER;
+    return out->type == SMOE__IO_TYPE_BLK ? blk_size(fd, &out->size) : 0;
+}
+
+static int os_size(const smoe__io *io, int fd, uint64_t *size)
+{
+    smoe__io_stat st;
+    int r = os_stat(io, fd, &st);
+    if (r == 0)
+        *size = st.size;
+    return r;
+}
+
+static int os_link(const smoe__io *io, int fd, const char *path)
+{
+    (void)io;
+#if defined(__linux__)
+    /* Through /proc, since linkat's AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH. */
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+#else
+    (void)fd;
+    (void)path;
+    return -EOPNOTSUPP;
+#endif
 }
 
 static void os_drop_cache(const smoe__io *io, int fd, uint64_t off, uint64_t len)
@@ -114,7 +217,7 @@ static void os_drop_cache(const smoe__io *io, int fd, uint64_t off, uint64_t len
 
 const smoe__io smoe__io_os = {
     os_open, os_close, os_pread, os_pwrite, os_fsync, os_rename, os_unlink, os_size, NULL,
-    os_drop_cache,
+    os_drop_cache, os_stat, os_link,
 };
 
 /* Set only by tests, before any stream or writer is opened. */
@@ -179,6 +282,44 @@ int smoe__io_size(const smoe__io *io, int fd, uint64_t *size)
         r = io->size(io, fd, size);
     while (interrupted(r, &tries));
     return r;
+}
+
+int smoe__io_fstat(const smoe__io *io, int fd, smoe__io_stat *st)
+{
+    if (!io->stat) {
+        st->type = SMOE__IO_TYPE_REG;
+        st->dev = st->ino = 0;
+        return smoe__io_size(io, fd, &st->size);
+    }
+    int r, tries = 0;
+    do
+        r = io->stat(io, fd, st);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+int smoe__io_link(const smoe__io *io, int fd, const char *path)
+{
+    if (!io->link)
+        return -EOPNOTSUPP;
+    int r, tries = 0;
+    do
+        r = io->link(io, fd, path);
+    while (interrupted(r, &tries));
+    return r;
+}
+
+const char *smoe__io_type_name(int type)
+{
+    switch (type) {
+    case SMOE__IO_TYPE_REG: return "a regular file";
+    case SMOE__IO_TYPE_BLK: return "a block device";
+    case SMOE__IO_TYPE_DIR: return "a directory";
+    case SMOE__IO_TYPE_CHR: return "a character device";
+    case SMOE__IO_TYPE_FIFO: return "a FIFO (named pipe)";
+    case SMOE__IO_TYPE_SOCK: return "a socket";
+    default: return "a file of an unknown type";
+    }
 }
 
 int smoe__io_close(const smoe__io *io, int fd)

@@ -29,8 +29,25 @@ enum {
     SMOE__IO_RDONLY = 1u << 0,
     SMOE__IO_WRONLY = 1u << 1, /* create + truncate */
     SMOE__IO_DIRECT = 1u << 2, /* O_DIRECT on Linux, F_NOCACHE on macOS */
-    SMOE__IO_RDWR = 1u << 3    /* create, no truncate */
+    SMOE__IO_RDWR = 1u << 3,   /* create, no truncate */
+    /* Never wait at open (a FIFO without a writer); the descriptor is made
+     * blocking again when it is a regular file or a block device. */
+    SMOE__IO_NONBLOCK = 1u << 4,
+    /* path is a directory: an unnamed file in it, for writing (Linux
+     * O_TMPFILE); -EOPNOTSUPP (or the file system's refusal) elsewhere. */
+    SMOE__IO_TMPFILE = 1u << 5
 };
+
+/* What smoe__io.stat reports. */
+enum {
+    SMOE__IO_TYPE_REG, SMOE__IO_TYPE_BLK, SMOE__IO_TYPE_DIR, SMOE__IO_TYPE_CHR,
+    SMOE__IO_TYPE_FIFO, SMOE__IO_TYPE_SOCK, SMOE__IO_TYPE_OTHER
+};
+typedef struct smoe__io_stat {
+    uint64_t size;     /* bytes (a block device's own size) */
+    uint64_t dev, ino; /* the file's identity; both 0 when unknown */
+    int type;          /* SMOE__IO_TYPE_* */
+} smoe__io_stat;
 
 typedef struct smoe__io smoe__io;
 struct smoe__io {
@@ -48,6 +65,13 @@ struct smoe__io {
      * header and tables leaves the page cache as it found it. Advisory:
      * failure is ignored. */
     void (*drop_cache)(const smoe__io *io, int fd, uint64_t off, uint64_t len);
+    /* Optional (NULL: the size from size(), a regular file of unknown
+     * identity). */
+    int (*stat)(const smoe__io *io, int fd, smoe__io_stat *st);
+    /* Optional (NULL: unnamed files are never used): give the unnamed file
+     * fd (opened with SMOE__IO_TMPFILE) the name path, which must not
+     * exist. */
+    int (*link)(const smoe__io *io, int fd, const char *path);
 };
 
 /* The table that calls the OS. */
@@ -69,6 +93,12 @@ int smoe__io_fsync(const smoe__io *io, int fd);
 int smoe__io_rename(const smoe__io *io, const char *from, const char *to);
 int smoe__io_unlink(const smoe__io *io, const char *path);
 int smoe__io_size(const smoe__io *io, int fd, uint64_t *size);
+/* io->stat (or io->size, see above) and io->link (-EOPNOTSUPP without one),
+ * retrying -EINTR the same way. */
+int smoe__io_fstat(const smoe__io *io, int fd, smoe__io_stat *st);
+int smoe__io_link(const smoe__io *io, int fd, const char *path);
+/* "a regular file", "a FIFO (named pipe)", ...: for messages. */
+const char *smoe__io_type_name(int type);
 /* io->close; -EINTR counts as closed (POSIX leaves the descriptor's state
  * unspecified and Linux always frees it: retrying could close another
  * thread's new descriptor). */

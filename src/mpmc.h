@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "alloc.h"
+
 /* One queued read request: a slot and the generation it was queued for. */
 typedef struct smoe__req {
     uint32_t slot;
@@ -49,7 +51,7 @@ static inline int smoe__mpmc_init(smoe__mpmc *q, size_t capacity)
     size_t cap = 2;
     while (cap < capacity)
         cap <<= 1;
-    q->cells = calloc(cap, sizeof *q->cells);
+    q->cells = smoe__calloc(cap, sizeof *q->cells);
     if (!q->cells)
         return -1;
     q->mask = cap - 1;

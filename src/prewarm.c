@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "error.h"
 #include "internal.h"
 #include "park.h"
@@ -214,7 +215,7 @@ int smoe__prewarm_start(struct smoe_stream *s, const smoe_open_opts *o)
     pw->cap = 0;
     if ((o->flags & SMOE_OPEN_NO_PREWARM) || n <= reserve)
         return 0;
-    pw->order = malloc(s->freq.n * sizeof *pw->order);
+    pw->order = smoe__malloc(s->freq.n * sizeof *pw->order);
     if (!pw->order)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the pre-warm list");
     pw->cap = n - reserve;

@@ -11,6 +11,7 @@
 /* Transparent huge page size on x86-64 and arm64 Linux. */
 #define SMOE__HUGE_ALIGN (2u << 20)
 
+#include "alloc.h"
 #include "error.h"
 #include "internal.h"
 
@@ -39,7 +40,11 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         align = SMOE__HUGE_ALIGN;
 #endif
     r->map_len = r->len + align;
-    void *p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = MAP_FAILED;
+    if (smoe__alloc_refused())
+        errno = ENOMEM;
+    else
+        p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return smoe__fail(SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
                           (unsigned long long)r->len, nslots, (unsigned long long)stride,
@@ -52,11 +57,19 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         madvise(r->base, r->len, MADV_HUGEPAGE); /* advice only: failure is harmless */
 #endif
     /* Fault every page in now, so the cost comes at open, not mid-token. */
+    int populated = 0;
 #if defined(MADV_POPULATE_WRITE)
-    if (madvise(r->base, r->len, MADV_POPULATE_WRITE) != 0)
+    if (madvise(r->base, r->len, MADV_POPULATE_WRITE) == 0) {
+        populated = 1;
+    } else if (errno == ENOMEM) { /* touching the pages would meet the OOM killer */
+        smoe__ring_free(r);
+        return smoe__fail(SMOE_ENOMEM, "ring: cannot fault in %llu bytes (%u slots x %llu): "
+                          "%s", (unsigned long long)(uint64_t)nslots * stride, nslots,
+                          (unsigned long long)stride, strerror(ENOMEM));
+    }
 #endif
-        for (uint64_t off = 0; off < r->len; off += 4096)
-            r->base[off] = 0;
+    for (uint64_t off = 0; !populated && off < r->len; off += 4096)
+        r->base[off] = 0;
     if (lock) {
         if (mlock(r->base, r->len) < 0) {
             int e = errno;
@@ -67,15 +80,16 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         r->locked = 1;
     }
 
-    r->word = calloc(nslots, sizeof *r->word);
-    r->tick = calloc(nslots, sizeof *r->tick);
-    r->err = calloc(nslots, sizeof *r->err);
-    r->fault = calloc(nslots, sizeof *r->fault);
-    r->chunk_next = calloc(nslots, sizeof *r->chunk_next);
-    r->chunk_left = calloc(nslots, sizeof *r->chunk_left);
-    r->chunk_size = calloc(nslots, sizeof *r->chunk_size);
-    r->t_queued = calloc(nslots, sizeof *r->t_queued);
-    if (!r->word || !r->tick || !r->err || !r->fault || !r->chunk_next || !r->chunk_left || !r->chunk_size ||
+    r->word = smoe__calloc(nslots, sizeof *r->word);
+    r->tick = smoe__calloc(nslots, sizeof *r->tick);
+    r->err = smoe__calloc(nslots, sizeof *r->err);
+    r->fault = smoe__calloc(nslots, sizeof *r->fault);
+    r->chunk_next = smoe__calloc(nslots, sizeof *r->chunk_next);
+    r->chunk_left = smoe__calloc(nslots, sizeof *r->chunk_left);
+    r->chunk_size = smoe__calloc(nslots, sizeof *r->chunk_size);
+    r->t_queued = smoe__calloc(nslots, sizeof *r->t_queued);
+    if (!r->word || !r->tick || !r->err || !r->fault || !r->chunk_next || !r->chunk_left ||
+        !r->chunk_size ||
         !r->t_queued) {
         smoe__ring_free(r);
         return smoe__fail(SMOE_ENOMEM, "ring: out of memory for %u slot words", nslots);

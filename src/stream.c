@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "dio.h"
 #include "error.h"
 #include "internal.h"
@@ -107,13 +108,33 @@ static void close_fds(struct smoe_stream *s)
     }
 }
 
+/* A worker's descriptor must be the file that was validated: a vault
+ * renamed over the path since would be read through the other's tables. */
+static int same_file(struct smoe_stream *s, int fd, uint32_t worker)
+{
+    const smoe__vault *v = &s->vault;
+    smoe__io_stat st;
+    int r = smoe__io_fstat(s->io, fd, &st);
+    if (r < 0)
+        return smoe__fail(SMOE_ESYS, "open: %s: %s", v->path, strerror(-r));
+    if ((v->dev || v->ino) && (st.dev != v->dev || st.ino != v->ino))
+        return smoe__fail(SMOE_ESYS, "open: %s: the file was replaced while it was being "
+                          "opened (device %llu inode %llu validated, device %llu inode %llu "
+                          "opened for worker %u); open it again", v->path,
+                          (unsigned long long)v->dev, (unsigned long long)v->ino,
+                          (unsigned long long)st.dev, (unsigned long long)st.ino, worker);
+    return 0;
+}
+
 /* Open one descriptor per worker, direct unless refused and allowed. */
 static int open_fds(struct smoe_stream *s)
 {
     const char *path = s->vault.path;
     int direct = !(s->flags & SMOE_OPEN_BUFFERED);
     for (uint32_t i = 0; i < s->nworkers; i++) {
-        int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | (direct ? SMOE__IO_DIRECT : 0));
+        /* Without blocking: the path may be a FIFO by now (same_file refuses it). */
+        int fd = smoe__io_open(s->io, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK |
+                                                (direct ? SMOE__IO_DIRECT : 0));
         if (fd == -EINVAL && direct && i == 0) {
             if (!(s->flags & SMOE_OPEN_ALLOW_BUFFERED))
                 return smoe__fail(SMOE_EDIRECTIO, "open: %s: the file system refuses "
@@ -127,6 +148,9 @@ static int open_fds(struct smoe_stream *s)
         if (fd < 0)
             return smoe__fail(SMOE_ESYS, "open: %s: %s", path, strerror(-fd));
         s->workers[i].fd = fd;
+        int same = same_file(s, fd, i);
+        if (same < 0)
+            return same;
         if (i == 0 && direct) {
             uint32_t mem_align, off_align;
             if (smoe__dio_align(fd, &mem_align, &off_align) == 0 &&
@@ -189,7 +213,7 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     if (r < 0 || (r = check_opts(&o)) < 0)
         return r;
 
-    struct smoe_stream *s = calloc(1, sizeof *s);
+    struct smoe_stream *s = smoe__calloc(1, sizeof *s);
     if (!s)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory");
     s->io = smoe__io_get();
@@ -198,7 +222,7 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     s->log_user = o.log_user;
     s->nworkers = o.workers ? o.workers : SMOE__DEFAULT_WORKERS;
     s->verify = o.verify != SMOE_VERIFY_OFF;
-    if ((r = smoe__vault_load(&s->vault, vault_path, s->io)) < 0)
+    if ((r = smoe__vault_load_ex(&s->vault, vault_path, s->io, SMOE__VAULT_KEEP_CACHE)) < 0)
         goto fail;
 
     /* Slot size: the largest padded blob, or the caller's, 16 KiB-rounded. */
@@ -229,8 +253,11 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     s->spec_chunk = (uint32_t)(spec_chunk < stride ? spec_chunk : stride);
 
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
-    s->map = calloc(nkeys, sizeof *s->map);
-    s->workers = calloc(s->nworkers, sizeof *s->workers);
+    s->map = smoe__calloc(nkeys, sizeof *s->map);
+    s->workers = smoe__calloc(s->nworkers, sizeof *s->workers);
+    /* At once: a failure below closes every fd >= 0 (calloc's 0 is stdin). */
+    for (uint32_t i = 0; s->workers && i < s->nworkers; i++)
+        s->workers[i].fd = -1;
     /* Tokens in a queue: at most one per chunk of each LOADING slot, one
      * more per chunk when a speculative load is upgraded, and stale tokens
      * of loads cancelled since (each cancellation needs a demand load, so
@@ -254,10 +281,14 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     for (uint32_t i = 0; i < s->nworkers; i++) {
         s->workers[i].s = s;
         s->workers[i].id = i;
-        s->workers[i].fd = -1;
     }
     if ((r = open_fds(s)) < 0)
         goto fail;
+    /* The header's and tables' pages the reader brought in: with direct
+     * reads nothing else will want them. Buffered reads go through the
+     * page cache anyway, so then nothing is dropped. */
+    if (s->io_mode == SMOE_IO_DIRECT)
+        smoe__vault_drop_read(&s->vault, s->io, s->workers[0].fd);
 
     const char *trace_path = o.trace_path ? o.trace_path : getenv("SMOE_TRACE");
     if (trace_path && *trace_path &&

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "smoe/smoe.h"
+#include "alloc.h"
 #include "error.h"
 #include "io.h"
 #include "trace_rec.h"
@@ -212,7 +213,7 @@ int smoe__trace_rec_open_cap(smoe__trace_rec **out, const char *path, uint32_t l
         layers > 65536 || experts == 0 || experts > 65536)
         return smoe__fail(SMOE_EINVAL, "trace recording: bad arguments (path '%s', shape "
                           "%u x %u, capacity %u)", path ? path : "(null)", layers, experts, cap);
-    smoe__trace_rec *t = calloc(1, sizeof *t);
+    smoe__trace_rec *t = smoe__calloc(1, sizeof *t);
     if (!t)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the trace recorder", path);
     t->fd = -1;
@@ -221,8 +222,8 @@ int smoe__trace_rec_open_cap(smoe__trace_rec **out, const char *path, uint32_t l
     t->mask = cap - 1u;
     while ((1ull << t->shift) < cap)
         t->shift++;
-    t->slots = calloc(cap, sizeof *t->slots);
-    t->buf = malloc(REC_BUF_BYTES);
+    t->slots = smoe__calloc(cap, sizeof *t->slots);
+    t->buf = smoe__malloc(REC_BUF_BYTES);
     if (!t->slots || !t->buf) {
         rec_free(t);
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the trace buffer (%u records)",

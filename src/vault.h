@@ -24,6 +24,12 @@
 #define SMOE__META_MAX (1u << 20)
 /* (layer, expert) pairs a vault may hold: bounded by the slot word's key bits. */
 #define SMOE__MAX_EXPERTS_TOTAL (1u << 22)
+/* Pairs a vault may declare for the entries it holds: smoe_open allocates
+ * about 100 bytes per declared pair (index, residency map, counters) and
+ * the histogram file is 8 bytes per pair, so the shape must be justified
+ * by entries present: at most 64 pairs per entry, or 65536 in all. */
+#define SMOE__PAIRS_PER_ENTRY 64u
+#define SMOE__PAIRS_FREE 65536u
 #define SMOE__MAX_LAYOUTS 65536u
 #define SMOE__MAX_COMPONENTS (1u << 20)
 
@@ -42,6 +48,14 @@ typedef struct smoe__vault_layout {
     uint64_t min_bytes; /* end of its last component */
 } smoe__vault_layout;
 
+/* What the reader read through the page cache: the header and the tables,
+ * each rounded out to 16 KiB (blobs fill whole 16 KiB units, so these
+ * never hold a blob's byte). */
+#define SMOE__VAULT_MAX_READS 4
+typedef struct smoe__vault_extent {
+    uint64_t off, len;
+} smoe__vault_extent;
+
 typedef struct smoe__vault {
     char *path;
     uint32_t layers, experts, entries, n_layouts, n_components, component_align;
@@ -49,11 +63,14 @@ typedef struct smoe__vault {
     uint64_t file_size;    /* actual size of the file */
     uint64_t max_padded, total_padded;
     uint64_t vault_id;     /* the header checksum */
+    uint64_t dev, ino;     /* the file validated (st_dev, st_ino; 0, 0: unknown) */
     smoe__vault_entry *index;      /* layers * experts, dense */
     smoe__vault_layout *layouts;
     smoe_component *components;
     char *meta;                    /* raw "key=value\n" lines, NUL-terminated */
     uint64_t meta_bytes;
+    smoe__vault_extent read[SMOE__VAULT_MAX_READS];
+    uint32_t n_read;
 } smoe__vault;
 
 /*
@@ -62,6 +79,13 @@ typedef struct smoe__vault {
  * file and the field, and leaves *v empty (smoe__vault_free is still safe).
  */
 int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io);
+/* smoe__vault_load drops the pages it read from the page cache (as
+ * smoe__vault_drop_read does) unless flags has SMOE__VAULT_KEEP_CACHE:
+ * smoe_open drops them itself, and only with direct I/O in effect. */
+enum { SMOE__VAULT_KEEP_CACHE = 1u << 0 };
+int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, unsigned flags);
+/* Drop the pages of v->read through fd, any descriptor of the vault. */
+void smoe__vault_drop_read(const smoe__vault *v, const smoe__io *io, int fd);
 void smoe__vault_free(smoe__vault *v);
 
 /* Entry of (layer, expert) or NULL when out of range or absent. */
@@ -94,6 +118,13 @@ uint64_t smoe__dtype_bytes(uint32_t dtype, const uint64_t *shape, uint32_t ndim,
  */
 int smoe__component_check(const smoe_component *c, uint32_t component_align,
                           const char *where);
+/*
+ * Is layers x experts justified by entries (SMOE__PAIRS_PER_ENTRY,
+ * SMOE__PAIRS_FREE)? Shared by the reader and the writer. `where` starts
+ * the message. @return 0 or SMOE_ECOUNT.
+ */
+int smoe__shape_check(uint32_t layers, uint32_t experts, uint32_t entries,
+                      const char *where);
 /* 1 if s[0..n) is well-formed UTF-8, else 0. */
 int smoe__utf8_valid(const void *s, size_t n);
 

@@ -45,6 +45,22 @@ int smoe__utf8_valid(const void *str, size_t n)
     return 1;
 }
 
+int smoe__shape_check(uint32_t layers, uint32_t experts, uint32_t entries,
+                      const char *where)
+{
+    uint64_t pairs = (uint64_t)layers * experts;
+    uint64_t most = (uint64_t)entries * SMOE__PAIRS_PER_ENTRY;
+    if (most < SMOE__PAIRS_FREE)
+        most = SMOE__PAIRS_FREE;
+    if (pairs <= most)
+        return 0;
+    return smoe__fail(SMOE_ECOUNT, "%s: header fields layers x experts: %" PRIu32 " x %"
+                      PRIu32 " = %" PRIu64 " pairs for %" PRIu32 " entries, expected at "
+                      "most %" PRIu64 " (%u per entry present, or %u in all: memory and the "
+                      "histogram are sized by the declared shape)", where, layers, experts,
+                      pairs, entries, most, SMOE__PAIRS_PER_ENTRY, SMOE__PAIRS_FREE);
+}
+
 static void shape_str(char *buf, size_t n, const smoe_component *c)
 {
     size_t used = 0;

@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
+#include "alloc.h"
 #include "error.h"
 #include "vault.h"
 
@@ -52,7 +53,8 @@ typedef struct loader {
     unsigned char *lct;    /* layouts x 16, then components x 128 */
     unsigned char *meta;   /* meta_bytes */
     region reg[3];
-    uint64_t read_lo, read_hi; /* the span of the file read so far */
+    smoe__vault_extent read[SMOE__VAULT_MAX_READS]; /* read so far (vault.h) */
+    uint32_t n_read;
 } loader;
 
 static uint32_t rd32(const unsigned char *p)
@@ -83,10 +85,11 @@ static int read_at(loader *L, void *buf, uint64_t n, uint64_t off, const char *w
     int err_no = 0;
     if (n == 0)
         return 0;
-    if (L->read_hi == 0 || off < L->read_lo)
-        L->read_lo = off;
-    if (off + n > L->read_hi)
-        L->read_hi = off + n;
+    if (L->n_read < SMOE__VAULT_MAX_READS) {
+        uint64_t lo = off / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
+        uint64_t hi = (off + n + SMOE__VAULT_ALIGN - 1) / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
+        L->read[L->n_read++] = (smoe__vault_extent){lo, hi - lo};
+    }
     int rc = smoe__io_read_full(L->io, L->fd, buf, (size_t)n, off, NULL, &err_no);
     if (rc == SMOE_ETRUNC)
         return smoe__fail(SMOE_ETRUNC, "%s: %s: the file ended before %" PRIu64
@@ -271,9 +274,9 @@ static int read_tables(loader *L)
     if (L->reg[1].len > SIZE_MAX / 2 || L->reg[0].len > SIZE_MAX / 2)
         return smoe__fail(SMOE_ENOMEM, "%s: the vault's tables are too large for this "
                           "machine", L->path);
-    L->table = malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
-    L->lct = malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
-    L->meta = malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
+    L->table = smoe__malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
+    L->lct = smoe__malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
+    L->meta = smoe__malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
     if (!L->table || !L->lct || !L->meta)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's tables", L->path);
     int rc;
@@ -283,7 +286,7 @@ static int read_tables(loader *L)
         (rc = read_at(L, L->meta, L->reg[2].len, L->reg[2].off, "metadata")) < 0)
         return rc;
 
-    XXH3_state_t *st = XXH3_createState();
+    XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
     if (!st)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the checksum state", L->path);
     XXH3_64bits_reset(st);
@@ -362,8 +365,8 @@ static int check_layouts(loader *L, smoe__vault *v)
 
     /* Layout records: their component ranges must not overlap each other,
      * so the checks below visit every component at most once. */
-    span *sp = malloc((size_t)h->layouts * sizeof *sp);
-    const char **names = malloc((size_t)h->components * sizeof *names);
+    span *sp = smoe__malloc((size_t)h->layouts * sizeof *sp);
+    const char **names = smoe__malloc((size_t)h->components * sizeof *names);
     if (!sp || !names) {
         rc = smoe__fail(SMOE_ENOMEM, "%s: no memory to check the layouts", p);
         goto out;
@@ -565,7 +568,7 @@ static int parse_meta(loader *L, smoe__vault *v)
 {
     const char *p = L->path;
     size_t n = (size_t)L->h.meta_bytes;
-    char *m = malloc(2 * n + 2);
+    char *m = smoe__malloc(2 * n + 2);
     if (!m)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the metadata", p);
     memcpy(m, L->meta, n);
@@ -644,26 +647,35 @@ const char *smoe__vault_meta(const smoe__vault *v, const char *key)
 static int load(loader *L, smoe__vault *v)
 {
     int rc;
-    int fd = smoe__io_open(L->io, L->path, SMOE__IO_RDONLY);
+    /* Without blocking: a FIFO would wait for a writer forever. */
+    int fd = smoe__io_open(L->io, L->path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
     if (fd < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot open the vault: %s", L->path, strerror(-fd));
     L->fd = fd;
-    if ((rc = smoe__io_size(L->io, fd, &L->actual)) < 0)
+    smoe__io_stat st;
+    if ((rc = smoe__io_fstat(L->io, fd, &st)) < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot get the file's size: %s", L->path,
                           strerror(-rc));
+    if (st.type != SMOE__IO_TYPE_REG && st.type != SMOE__IO_TYPE_BLK)
+        return smoe__fail(SMOE_EINVAL, "%s: not a vault: %s, expected a regular file or a "
+                          "block device", L->path, smoe__io_type_name(st.type));
+    L->actual = st.size;
+    v->dev = st.dev;
+    v->ino = st.ino;
     if ((rc = check_header(L)) < 0 || (rc = check_counts(L)) < 0 ||
+        (rc = smoe__shape_check(L->h.layers, L->h.experts, L->h.entries, L->path)) < 0 ||
         (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0)
         return rc;
 
     const header *h = &L->h;
     size_t plen = strlen(L->path) + 1;
-    v->path = malloc(plen);
+    v->path = smoe__malloc(plen);
     if (v->path)
         memcpy(v->path, L->path, plen);
-    v->components = calloc(h->components, sizeof *v->components);
-    v->layouts = calloc(h->layouts, sizeof *v->layouts);
-    v->index = calloc((size_t)h->layers * h->experts, sizeof *v->index);
-    span *sp = malloc((size_t)h->entries * sizeof *sp);
+    v->components = smoe__calloc(h->components, sizeof *v->components);
+    v->layouts = smoe__calloc(h->layouts, sizeof *v->layouts);
+    v->index = smoe__calloc((size_t)h->layers * h->experts, sizeof *v->index);
+    span *sp = smoe__malloc((size_t)h->entries * sizeof *sp);
     if (!v->path || !v->components || !v->layouts || !v->index || !sp) {
         free(sp);
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's index", L->path);
@@ -687,6 +699,17 @@ static int load(loader *L, smoe__vault *v)
 
 int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io)
 {
+    return smoe__vault_load_ex(v, path, io, 0);
+}
+
+void smoe__vault_drop_read(const smoe__vault *v, const smoe__io *io, int fd)
+{
+    for (uint32_t i = 0; io->drop_cache && i < v->n_read; i++)
+        io->drop_cache(io, fd, v->read[i].off, v->read[i].len);
+}
+
+int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, unsigned flags)
+{
     if (!v)
         return smoe__fail(SMOE_EINVAL, "smoe__vault_load: no vault to fill");
     memset(v, 0, sizeof *v);
@@ -698,11 +721,14 @@ int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io)
     L.io = io;
     L.fd = -1;
     int rc = load(&L, v);
+    memcpy(v->read, L.read, sizeof v->read);
+    v->n_read = L.n_read;
     if (L.fd >= 0) {
         /* The header and tables were read buffered; blobs never are. Leave
-         * the page cache as it was: streaming a vault must not grow it. */
-        if (io->drop_cache && L.read_hi > L.read_lo)
-            io->drop_cache(io, L.fd, L.read_lo, L.read_hi - L.read_lo);
+         * the page cache as it was: reading a vault must not grow it. Only
+         * these pages: the blobs' may be cached for someone else. */
+        if (!(flags & SMOE__VAULT_KEEP_CACHE))
+            smoe__vault_drop_read(v, io, L.fd);
         smoe__io_close(io, L.fd);
     }
     free(L.table);

@@ -465,6 +465,11 @@ static int finish(smoe_writer *w)
     static const char fn[] = "smoe_writer_finish";
     if (w->entries == 0)
         return smoe__fail(SMOE_EINVAL, "%s: %s: no blobs were added", fn, w->path);
+    char where[1100];
+    snprintf(where, sizeof where, "%s: %s", fn, w->path);
+    int bad = smoe__shape_check(w->layers, w->experts, w->entries, where);
+    if (bad < 0)
+        return bad; /* the reader would refuse it */
 
     uint64_t tbytes = (uint64_t)w->entries * SMOE__ENTRY_SIZE;
     uint64_t lbytes = (uint64_t)w->n_layouts * SMOE__LAYOUT_SIZE +

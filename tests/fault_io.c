@@ -1,6 +1,7 @@
 /* fault_io.c - see fault_io.h. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 
@@ -46,6 +47,10 @@ static int fault(struct fault_io *f, enum fio_call c)
         }
         return 0;
     }
+    case FIO_KILL:
+        if (k == nth)
+            raise(SIGKILL);
+        return 0;
     case FIO_EINTR_ALL:
         if (n % 2 == 1) {
             atomic_fetch_add(&f->fired, 1);
@@ -75,11 +80,15 @@ static size_t shorten(struct fault_io *f, enum fio_call c, size_t n)
 static int f_open(const smoe__io *io, const char *path, unsigned flags)
 {
     struct fault_io *f = F(io);
+    if (f->on_open)
+        f->on_open(f, path, flags);
     int e = fault(f, FIO_OPEN);
     if (e)
         return e;
     if (atomic_load(&f->refuse_direct) == 1 && (flags & SMOE__IO_DIRECT))
         return -EINVAL;
+    if (atomic_load(&f->refuse_tmpfile) && (flags & SMOE__IO_TMPFILE))
+        return -EOPNOTSUPP;
     unsigned os_flags = atomic_load(&f->fake_direct) ? flags & ~SMOE__IO_DIRECT : flags;
     int fd = smoe__io_os.open(&smoe__io_os, path, os_flags);
     if (fd >= 0 && fd < 1024)
@@ -175,11 +184,23 @@ static int f_size(const smoe__io *io, int fd, uint64_t *size)
     return e ? e : smoe__io_os.size(&smoe__io_os, fd, size);
 }
 
+static int f_stat(const smoe__io *io, int fd, smoe__io_stat *st)
+{
+    int e = fault(F(io), FIO_STAT);
+    return e ? e : smoe__io_os.stat(&smoe__io_os, fd, st);
+}
+
+static int f_link(const smoe__io *io, int fd, const char *path)
+{
+    int e = fault(F(io), FIO_LINK);
+    return e ? e : smoe__io_os.link(&smoe__io_os, fd, path);
+}
+
 void fault_io_install(struct fault_io *f)
 {
     memset(f, 0, sizeof *f);
     f->io = (smoe__io){f_open, f_close, f_pread, f_pwrite, f_fsync, f_rename, f_unlink,
-                       f_size, f, smoe__io_os.drop_cache};
+                       f_size, f, smoe__io_os.drop_cache, f_stat, f_link};
     smoe__io_set(&f->io);
 }
 

@@ -1,7 +1,8 @@
 /*
  * fault_io.h - a smoe__io table for tests: passes every call to the OS and
- * can fail, shorten, interrupt, delay or hold chosen calls, and records the
- * offsets of the reads it saw.
+ * can fail, shorten, interrupt, delay or hold chosen calls, kill the process
+ * at one, refuse unnamed files and run a hook before every open, and
+ * records the offsets of the reads it saw.
  *
  * Counting: every call increments its class's counter and the total; a
  * fault aimed at the Nth call of a class (or, with FIO_ANY, the Nth call of
@@ -18,7 +19,7 @@
 #include "io.h"
 
 enum fio_call { FIO_OPEN, FIO_CLOSE, FIO_PREAD, FIO_PWRITE, FIO_FSYNC, FIO_RENAME,
-                FIO_UNLINK, FIO_SIZE, FIO_NCALLS,
+                FIO_UNLINK, FIO_SIZE, FIO_STAT, FIO_LINK, FIO_NCALLS,
                 FIO_ANY = FIO_NCALLS /* `call`: count calls of every class together */ };
 
 enum fio_mode {
@@ -30,7 +31,9 @@ enum fio_mode {
     FIO_EINTR_ALL,       /* every call of `call` returns -EINTR once before it is made
                           * (close: after it is made, as Linux does) */
     FIO_FAIL_OFFSET,     /* preads at file offset `offset` fail with err (persistent) */
-    FIO_FAIL_RANDOM      /* each call of `call` fails with err with probability nth/1000 */
+    FIO_FAIL_RANDOM,     /* each call of `call` fails with err with probability nth/1000 */
+    FIO_KILL             /* the Nth call of `call` kills the process (SIGKILL) before it
+                          * is made: kill -9 at a chosen point */
 };
 
 struct fault_io {
@@ -60,6 +63,10 @@ struct fault_io {
     _Atomic uint64_t log[4096];  /* offsets of preads, in order */
     _Atomic uint64_t log_thread[4096]; /* the calling thread of each */
     _Atomic uint32_t nlog;
+    _Atomic int refuse_tmpfile;  /* unnamed-file opens fail EOPNOTSUPP (no O_TMPFILE) */
+    /* Called at every open before it is made (set it before streams open). */
+    void (*on_open)(struct fault_io *f, const char *path, unsigned flags);
+    void *on_open_arg;
 };
 
 /* Reset f to pass-through and install it. */

@@ -97,6 +97,6 @@ static int mem_size(const smoe__io *io, int fd, uint64_t *size)
 smoe__io tu_mem_io(tu_mem *m)
 {
     smoe__io io = {mem_open, mem_close, mem_pread, mem_pwrite, mem_fsync,
-                   mem_rename, mem_unlink, mem_size, m, NULL};
+                   mem_rename, mem_unlink, mem_size, m, NULL, NULL, NULL};
     return io;
 }

@@ -377,7 +377,8 @@ static void t_ignored(void **state)
 static int ro_open(const smoe__io *io, const char *path, unsigned flags)
 {
     (void)io;
-    if ((flags & (SMOE__IO_WRONLY | SMOE__IO_RDWR)) && !strncmp(path, g_dir, strlen(g_dir)))
+    if ((flags & (SMOE__IO_WRONLY | SMOE__IO_RDWR | SMOE__IO_TMPFILE)) &&
+        !strncmp(path, g_dir, strlen(g_dir)))
         return -EROFS;
     return smoe__io_os.open(&smoe__io_os, path, flags);
 }

@@ -492,7 +492,7 @@ smoe__io tu_fault_io(tu_fault *f)
 {
     f->pwrites = 0;
     smoe__io io = {fault_open, fault_close, fault_pread, fault_pwrite, fault_fsync,
-                   fault_rename, fault_unlink, fault_size, f, NULL};
+                   fault_rename, fault_unlink, fault_size, f, NULL, NULL, NULL};
     return io;
 }
 
@@ -508,8 +508,9 @@ static char *slurp(const char *path)
     return s;
 }
 
-int tu_run(const char *dir, const char *prog, const char *const *args, char **out,
-           char **err)
+/* The exit status, or -1 when a signal ended it; secs > 0: an alarm. */
+static int run_prog(const char *dir, unsigned secs, const char *prog,
+                    const char *const *args, char **out, char **err)
 {
     char *po = tu_path(dir, "stdout.txt"), *pe = tu_path(dir, "stderr.txt");
     const char *argv[64];
@@ -525,6 +526,8 @@ int tu_run(const char *dir, const char *prog, const char *const *args, char **ou
         int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
             _exit(127);
+        if (secs)
+            alarm(secs);
         execv(prog, (char *const *)argv);
         _exit(127);
     }
@@ -537,8 +540,21 @@ int tu_run(const char *dir, const char *prog, const char *const *args, char **ou
     *err = slurp(pe);
     free(po);
     free(pe);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int tu_run(const char *dir, const char *prog, const char *const *args, char **out,
+           char **err)
+{
+    int r = run_prog(dir, 0, prog, args, out, err);
+    assert_true(r >= 0);
+    return r;
+}
+
+int tu_run_bounded(const char *dir, unsigned secs, const char *prog,
+                   const char *const *args, char **out, char **err)
+{
+    return run_prog(dir, secs, prog, args, out, err);
 }
 
 void tu_expect_contains(const char *hay, const char *needle)

@@ -76,6 +76,10 @@ void tu_wait_holding(const _Atomic int *holding);
  */
 int tu_run(const char *dir, const char *prog, const char *const *args, char **out,
            char **err);
+/* tu_run, with prog killed by SIGALRM after secs seconds (an alarm outlives
+ * exec): returns -1 when a signal ended it, as a hang does. */
+int tu_run_bounded(const char *dir, unsigned secs, const char *prog,
+                   const char *const *args, char **out, char **err);
 /* Fail the test unless needle occurs in hay. */
 void tu_expect_contains(const char *hay, const char *needle);
 

@@ -245,7 +245,8 @@ typedef struct smoe_open_opts {
     size_t struct_size;       /* sizeof(smoe_open_opts); set by _INIT/_init */
     /* since 1.0 */
     uint32_t workers;         /* I/O worker threads; 0: 16 */
-    uint32_t ring_slots;      /* slot count; 0: automatic (docs/budget.md) */
+    uint32_t ring_slots;      /* slot count; 0: automatic (docs/budget.md), never
+                                 more than free memory holds (else SMOE_ENOMEM) */
     uint64_t slot_bytes;      /* slot size; 0: the vault's largest padded blob;
                                  smaller than that blob: SMOE_ESLOTSIZE */
     uint32_t flags;           /* SMOE_OPEN_* */
@@ -282,8 +283,15 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * table, sizes (docs/budget.md) and faults in the ring, loads the popularity
  * histogram, opens one direct-I/O descriptor per worker and starts the
  * workers (and the pre-warm thread).
+ * vault_path names a regular file or a block device; anything else (a FIFO,
+ * a directory, a character device, a socket) is SMOE_EINVAL at once, never
+ * a wait (docs/decisions.md). A vault declaring more (layer, expert) pairs
+ * than max(65536, 64 x its entries) is SMOE_ECOUNT: what open allocates is
+ * sized by the declared shape (docs/vault-format.md).
  * opts may be NULL for defaults.
- * @return 0 and *out set, or a negative code (*out left NULL).
+ * @return 0 and *out set, or a negative code (*out left NULL); any
+ * allocation failing is SMOE_ENOMEM, and a failed open leaves no
+ * descriptor, thread or memory behind.
  * Thread safety: any thread; the handle is safe to share between threads.
  */
 SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts,
@@ -565,7 +573,8 @@ enum {
     SMOE_FREQ_CORRUPT = 4,    /* ignored: bad magic, field or checksum */
     SMOE_FREQ_VERSION = 5,    /* ignored: a format version this release cannot read */
     SMOE_FREQ_FOREIGN = 6,    /* ignored: made for another vault, or before a repack */
-    SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error) */
+    SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error,
+                                 not a regular file: a FIFO is never waited on) */
 };
 
 /* smoe_stats.freq_saving */
@@ -630,7 +639,8 @@ SMOE_API int smoe_writer_set_meta(smoe_writer *w, const char *key,
 SMOE_API int smoe_writer_add_blob(smoe_writer *w, uint32_t layer, uint32_t expert,
                                   uint32_t layout, const void *data,
                                   uint64_t size);               /* since 1.0 */
-/* Write the tables, fsync, rename into place and free w. */
+/* Write the tables, fsync, rename into place and free w. SMOE_ECOUNT when
+ * layers x experts is more than max(65536, 64 x the blobs added). */
 SMOE_API int smoe_writer_finish(smoe_writer *w);                /* since 1.0 */
 /* Remove the temporary file and free w. NULL is a no-op. */
 SMOE_API void smoe_writer_abort(smoe_writer *w);                /* since 1.0 */
