@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -76,14 +77,21 @@ static uint32_t xorshift(uint32_t *x)
     return *x;
 }
 
-/* Spin a little, then yield: with more threads than cores a pure spinner
- * holds the core the thread it waits for needs. */
+/* Spin a little, yield a little, then sleep: with more threads than cores
+ * a pure spinner holds the core the thread it waits for needs, and on a
+ * loaded machine sched_yield alone can hand the core back to the spinner
+ * again and again while the producer that owns the next cell is preempted
+ * (a 1 s run took over 60 s at a load average of 12). */
 static void backoff(unsigned spins)
 {
-    if (spins < 64)
+    if (spins < 64) {
         smoe__cpu_relax();
-    else
+    } else if (spins < 256) {
         sched_yield();
+    } else {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void *producer(void *p)
