@@ -2,7 +2,7 @@
 # benchmarks.sh - rerun the measurements of docs/benchmarks.md.
 #
 # usage: docs/benchmarks.sh BUILD_DIR WORK_DIR TRACES_DIR [PHASE...]
-#   BUILD_DIR   a cmake build of this repository (holds src/tool/smoe)
+#   BUILD_DIR   a cmake build of this repository (holds tools/smoe/smoe)
 #   WORK_DIR    where the vaults (6 GiB) and the results go
 #   TRACES_DIR  the real routing traces (gpt-oss-20b-*.trace.gz, mixtral8x7b-*.trace)
 #   PHASE       vaults read replay workers sweep spec advice chunks chunk-spec
@@ -11,7 +11,7 @@
 # jq for the cold-throughput and summary phases, gnuplot for the plot.
 set -eu
 [ $# -ge 3 ] || { sed -n '3,10p' "$0"; exit 2; }
-SMOE=$1/src/tool/smoe
+SMOE=$1/tools/smoe/smoe
 W=$2
 T=$3
 shift 3

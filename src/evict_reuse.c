@@ -22,7 +22,7 @@
  *    log and an exp (the score is cached in the slot).
  *  - Deterministic: the same sequence of calls from one thread makes the
  *    same choices; with one worker and one host thread the victims are
- *    those of `smoe sim --policy reuse` (src/tool/sim_policy.c), which uses
+ *    those of `smoe sim --policy reuse` (tools/smoe/sim/sim_policy.c), which uses
  *    the same arithmetic.
  *
  * Visits. The simulator is given its layer steps; the ring finds them: a

@@ -4,7 +4,7 @@
  * loading or pinned by an unclaimed demand prefetch (a full ring refuses
  * demand with SMOE_EFULL); every scan looks at each slot at most once.
  * With one worker and one host thread, the library's hits and misses are
- * those of the offline replay of the same policy (src/tool/sim_policy.c)
+ * those of the offline replay of the same policy (tools/smoe/sim/sim_policy.c)
  * request by request on a generated routing sequence, and two runs make
  * the same choices. The reuse policy counts one visit per layer step,
  * also when an engine prefetches a layer ahead, and learns from every

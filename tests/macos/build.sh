@@ -166,7 +166,7 @@ for target in aarch64-macos x86_64-macos; do
 
     dylib=$b/src/libsmoe_stream.$version.dylib
     outputs="$dylib $b/src/libsmoe_stream.a"
-    [ -x "$b/src/tool/smoe" ] && outputs="$outputs $b/src/tool/smoe"
+    [ -x "$b/tools/smoe/smoe" ] && outputs="$outputs $b/tools/smoe/smoe"
     for e in "$b"/examples/*; do
         case $e in
         *.a) outputs="$outputs $e" ;;
@@ -186,7 +186,7 @@ for target in aarch64-macos x86_64-macos; do
         esac
         check "${f#"$b"/}: $want" has "$desc" "$want"
     done
-    check "the smoe tool was built" test -x "$b/src/tool/smoe"
+    check "the smoe tool was built" test -x "$b/tools/smoe/smoe"
 
     id=$("$OTOOL" -D "$dylib" | tail -n 1)
     check "install name $id" test "$id" = "@rpath/libsmoe_stream.$abi_major.dylib"
