@@ -4,7 +4,7 @@
  *
  * Every mode runs in a child process (fork), so each has its own peak RSS
  * and CPU time and the page-cache modes can be put in a memory cgroup; the
- * child sends its bench_result back through a pipe.
+ * child leaves its bench_result in memory it shares with the parent.
  */
 #ifndef SMOE_TOOL_BENCH_H
 #define SMOE_TOOL_BENCH_H
@@ -89,7 +89,7 @@ typedef struct bench_env {
     int read_ahead_kb;        /* the vault's block device read-ahead, -1 unknown */
 } bench_env;
 
-/* One run of one mode. Plain data: it crosses a pipe from the child. */
+/* One run of one mode. Plain data: the child leaves it in shared memory. */
 typedef struct bench_result {
     int mode;
     int ok;
@@ -126,7 +126,8 @@ typedef struct bench_result {
     uint64_t prewarm_reads_idle; /* pre-warm reads queued before the first token */
 } bench_result;
 
-/* Per-token wait accounting and the progress line, shared by the loops. */
+/* Per-token wait accounting and the progress line, shared by the loops
+ * (bench_clock.c). */
 typedef struct bench_clock {
     const bench_env *env;
     const char *label;
@@ -143,20 +144,22 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user,
 void bench_cpu_now(double *user, double *sys);
 void bench_spin_us(uint32_t us);
 
-/* The mode loops (run in the child). Fill r; r->ok = 1 on success. */
+/* Kernel bytes read from storage by this process (Linux /proc/self/io). */
+uint64_t bench_io_read_bytes(void);
+/* Current resident set size in bytes (0 if unknown). */
+uint64_t bench_rss_now(void);
+
+/* The mode loops (bench_smoe.c, bench_os.c; run in the child). Fill r;
+ * r->ok = 1 on success. */
 void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r);
 void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result *r);
 
 /* The cgroup limit of the page-cache modes at a cache budget of memory. */
 uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory);
 
-/* Run one mode in a child: drop caches, cgroup when asked, collect. */
+/* Run one mode in a child (bench_run.c): drop caches, cgroup when asked,
+ * collect. */
 void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_result *r);
-
-/* Kernel bytes read from storage by this process (Linux /proc/self/io). */
-uint64_t bench_io_read_bytes(void);
-/* Current resident set size in bytes (0 if unknown). */
-uint64_t bench_rss_now(void);
 
 /* cgroups and the page cache (bench_cgroup.c). */
 typedef struct bench_cgroup {

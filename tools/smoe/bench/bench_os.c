@@ -26,8 +26,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "smoe/smoe.h"
 #include "bench.h"
 #include "fadvise.h"
+#include "io.h"
 #include "tool.h"
 
 #define BUF_ALIGN 16384
@@ -86,17 +88,10 @@ static void do_task(pool *p, uint32_t i)
         memcpy(buf, p->map + t->off, t->len);
         return;
     }
-    uint64_t done = 0;
-    while (done < t->len) {
-        ssize_t n = pread(p->fd, buf + done, t->len - done, (off_t)(t->off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            t->err = n < 0 ? errno : -1;
-            return;
-        }
-        done += (uint64_t)n;
-    }
+    int err = 0;
+    int rc = smoe__io_read_full(&smoe__io_os, p->fd, buf, (size_t)t->len, t->off, NULL, &err);
+    if (rc < 0)
+        t->err = rc == SMOE_ETRUNC ? -1 : err;
 }
 
 static void *worker_main(void *arg)

@@ -3,18 +3,24 @@
  * (`smoe pack`, docs/packing.md).
  *
  * The work runs in three stages, each in its own file:
- *   1. read the source: pack_safetensors.c, pack_gguf.c, pack_config.c
- *      parse headers into a pack_source (a flat list of tensors with their
- *      file, byte range, dtype and shape). Every parser has an entry point
- *      that works on a memory buffer, checks every length and offset before
- *      use and never trusts the file, so a fuzzer can drive it.
+ *   1. read the source: pack_open.c picks the reader; pack_safetensors.c,
+ *      pack_gguf.c, pack_config.c parse headers into a pack_source
+ *      (pack_source.c: a flat list of tensors with their file, byte range,
+ *      dtype and shape), reading through pack_read.c. Every parser has an
+ *      entry point that works on a memory buffer, checks every length and
+ *      offset before use and never trusts the file, so a fuzzer can drive
+ *      it.
  *   2. plan: pack_patterns.c names the expert tensors, pack_plan.c groups
  *      them into (layer, expert) blobs with one layout per layer, checks that
  *      every layer is complete and consistent, and leaves the rest for the
  *      scout file.
  *   3. write: pack_write.c copies the bytes into the vault (through the
- *      smoe_writer API) and the scout file (pack_scout.c), both under
- *      temporary names renamed at the end.
+ *      smoe_writer API) and the scout file (laid out and encoded by
+ *      pack_scout.c), both under temporary names renamed at the end;
+ *      pack_run.c is the three stages in one call.
+ *
+ * Calls run one way: pack_run -> pack_open -> the parsers -> pack_source,
+ * pack_read; pack_write -> pack_scout -> pack_read.
  *
  * Errors are reported the library's way: a negative SMOE_E* code, with
  * smoe_last_error() naming the file, the tensor and what was expected.
@@ -101,9 +107,11 @@ int pack_meta_set(char **field, const char *value);
 
 /*
  * Open SOURCE: a .safetensors file, a model.safetensors.index.json, a
- * directory holding either (or a .gguf), or a .gguf file.
+ * directory holding either (or a .gguf), or a .gguf file (pack_open.c).
  */
 int pack_source_open(pack_source *s, const char *path);
+
+/* ---- reading source files (pack_read.c) ------------------------------ */
 
 /* Read a whole small file (a JSON document) into a NUL-terminated buffer. */
 int pack_read_small_file(const char *path, uint64_t max, char **out, size_t *n);
@@ -271,6 +279,8 @@ void pack_scout_free(pack_scout *sc);
  * metadata key "scout" gives, else NAME.scout. malloc'd, or NULL.
  */
 char *pack_scout_find(const char *vault_path, const char *meta_scout);
+/* Default scout path for a vault path: NAME.scout for NAME.smoe (malloc'd). */
+char *pack_scout_path_for(const char *vault_path);
 
 /* ---- writing (pack_write.c) ------------------------------------------ */
 
@@ -293,8 +303,6 @@ typedef struct pack_result {
     uint64_t ns;              /* wall time of the copy */
 } pack_result;
 
-/* Default scout path for a vault path (malloc'd). */
-char *pack_scout_path_for(const char *vault_path);
 /* Write the vault and the scout file of a plan. */
 int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o,
                pack_result *r);
@@ -321,8 +329,6 @@ static inline int pack_add(uint64_t a, uint64_t b, uint64_t *r)
 {
     return __builtin_add_overflow(a, b, r);
 }
-/* Monotonic clock in nanoseconds. */
-uint64_t pack_now_ns(void);
 /* Shape as "[a, b, c]" into buf. */
 const char *pack_shape_str(const uint64_t *shape, uint32_t ndim, char *buf, size_t n);
 

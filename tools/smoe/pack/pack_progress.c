@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "pack.h"
+#include "tool.h"
 
 struct pack_progress {
     uint64_t total, done;
@@ -23,7 +24,7 @@ pack_progress *pack_progress_new(uint64_t total, int enabled)
         return NULL;
     pg->total = total;
     pg->enabled = enabled;
-    pg->start_ns = pg->last_ns = pack_now_ns();
+    pg->start_ns = pg->last_ns = tool_now_ns();
     return pg;
 }
 
@@ -71,7 +72,7 @@ void pack_progress_add(pack_progress *pg, uint64_t bytes)
     pg->done += bytes;
     if (!pg->enabled)
         return;
-    uint64_t now = pack_now_ns();
+    uint64_t now = tool_now_ns();
     if (now - pg->last_ns >= 100000000ull) {
         pg->last_ns = now;
         draw(pg, now);
@@ -83,7 +84,7 @@ void pack_progress_end(pack_progress *pg, int finished)
     if (!pg)
         return;
     if (pg->enabled && finished)
-        draw(pg, pack_now_ns());
+        draw(pg, tool_now_ns());
     if (pg->drawn)
         fputc('\n', stderr); /* so what follows starts on its own line */
     free(pg);

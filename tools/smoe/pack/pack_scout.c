@@ -390,6 +390,18 @@ int pack_scout_check_data(const char *path, const pack_scout *sc)
     return rc;
 }
 
+char *pack_scout_path_for(const char *vault_path)
+{
+    size_t n = strlen(vault_path);
+    size_t stem = n >= 5 && !strcmp(vault_path + n - 5, ".smoe") ? n - 5 : n;
+    char *s = malloc(stem + 7);
+    if (!s)
+        return NULL;
+    memcpy(s, vault_path, stem);
+    memcpy(s + stem, ".scout", 7);
+    return s;
+}
+
 char *pack_scout_find(const char *vault_path, const char *meta_scout)
 {
     /* The name the vault's metadata gives, beside the vault. */

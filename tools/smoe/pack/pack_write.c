@@ -24,6 +24,7 @@
 #include "fadvise.h"
 #include "io.h"
 #include "pack.h"
+#include "tool.h"
 
 #define COPY_CHUNK (8u << 20)
 /* Read-ahead: keep this many bytes of the reads to come advised to the
@@ -309,18 +310,6 @@ static int check_not_source(const pack_source *s, const char *out)
     return 0;
 }
 
-char *pack_scout_path_for(const char *vault_path)
-{
-    size_t n = strlen(vault_path);
-    size_t stem = n >= 5 && !strcmp(vault_path + n - 5, ".smoe") ? n - 5 : n;
-    char *s = malloc(stem + 7);
-    if (!s)
-        return NULL;
-    memcpy(s, vault_path, stem);
-    memcpy(s + stem, ".scout", 7);
-    return s;
-}
-
 int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pack_result *r)
 {
     wctx c;
@@ -329,7 +318,7 @@ int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pac
     c.p = p;
     c.o = o;
     c.io = smoe__io_get();
-    uint64_t t0 = pack_now_ns();
+    uint64_t t0 = tool_now_ns();
     memset(r, 0, sizeof *r);
 
     char *scout_path = o->scout ? strdup(o->scout) : pack_scout_path_for(o->out);
@@ -456,6 +445,6 @@ out:
     free(tmp);
     free(scout_path);
     pack_scout_free(&sc);
-    r->ns = pack_now_ns() - t0;
+    r->ns = tool_now_ns() - t0;
     return rc;
 }
