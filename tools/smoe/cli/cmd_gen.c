@@ -1,16 +1,17 @@
 /*
  * cmd_gen.c - `smoe gen`: write a vault of pseudo-random experts, for tests
  * and benchmarks. Payloads and sizes are a pure function of the seed and
- * (layer, expert), so the same arguments write the same file.
+ * (layer, expert) (synth.h, which the tests check against), so the same
+ * arguments write the same file.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "smoe/smoe.h"
+#include "args.h"
+#include "synth.h"
 #include "tool.h"
 
 static const char cmd[] = "gen";
@@ -35,71 +36,82 @@ static void usage(FILE *f)
             "  --help               this text\n");
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+typedef struct gen_args {
+    const char *out, *model, *top_k;
+    uint32_t layers, experts;
+    uint64_t bmin, bmax, seed;
+    int have_max;
+} gen_args;
 
-static uint64_t key_of(uint64_t seed, uint32_t layer, uint32_t expert, uint64_t salt)
-{
-    uint64_t s = seed ^ salt;
-    s ^= splitmix64(&s) + ((uint64_t)layer << 32 | expert);
-    return splitmix64(&s);
-}
+enum { OPT_LAYERS = 1, OPT_EXPERTS, OPT_BYTES, OPT_BYTES_MAX, OPT_SEED };
 
-static void fill(unsigned char *p, size_t n, uint64_t state)
+static int gen_opt(void *ctx, const tool_opt *o, const char *v)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v = splitmix64(&state);
-        for (int b = 0; b < 8; b++)
-            p[i + (size_t)b] = (unsigned char)(v >> (8 * b));
+    gen_args *a = ctx;
+    switch (o->id) {
+    case OPT_LAYERS:
+        if (tool_parse_u32(v, 1, 65536, &a->layers))
+            return tool_error(cmd, "--layers: '%s' is not a number from 1 to 65536", v);
+        break;
+    case OPT_EXPERTS:
+        if (tool_parse_u32(v, 1, 65536, &a->experts))
+            return tool_error(cmd, "--experts: '%s' is not a number from 1 to 65536", v);
+        break;
+    case OPT_BYTES:
+        if (tool_parse_size(v, &a->bmin) || a->bmin == 0)
+            return tool_error(cmd, "--blob-bytes: '%s' is not a size of at least 1 byte", v);
+        break;
+    case OPT_BYTES_MAX:
+        if (tool_parse_size(v, &a->bmax) || a->bmax == 0)
+            return tool_error(cmd, "--blob-bytes-max: '%s' is not a size of at least 1 byte", v);
+        a->have_max = 1;
+        break;
+    default: {
+        char *end;
+        a->seed = strtoull(v, &end, 0);
+        if (!*v || *end)
+            return tool_error(cmd, "--seed: '%s' is not a number", v);
+        break;
     }
-    uint64_t v = splitmix64(&state);
-    for (; i < n; i++, v >>= 8)
-        p[i] = (unsigned char)v;
-}
-
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-/*
- * A plausible expert layout within max_bytes: bf16 gate and up [ffn,
- * hidden] and down [hidden, ffn], hidden the largest power of two (<= 4096)
- * that leaves ffn >= hidden / 4; a single u8 component for tiny blobs.
- */
-static uint32_t plan_layout(smoe_component c[3], uint64_t max_bytes)
-{
-    memset(c, 0, 3 * sizeof *c);
-    for (uint64_t h = 4096; h >= 8; h /= 2) {
-        uint64_t f = max_bytes / (6 * h);
-        while (f >= h / 4 && 2 * round_up(2 * h * f, 256) + 2 * h * f > max_bytes)
-            f--;
-        if (f == 0 || f < h / 4)
-            continue;
-        static const char *const names[3] = {"gate", "up", "down"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(c[i].name, sizeof c[i].name, "%s", names[i]);
-            c[i].dtype = SMOE_DTYPE_BF16;
-            c[i].ndim = 2;
-            c[i].shape[0] = i < 2 ? f : h;
-            c[i].shape[1] = i < 2 ? h : f;
-            c[i].offset = (uint64_t)i * round_up(2 * h * f, 256);
-            c[i].nbytes = 2 * h * f;
-        }
-        return 3;
     }
-    snprintf(c[0].name, sizeof c[0].name, "w");
-    c[0].dtype = SMOE_DTYPE_U8;
-    c[0].ndim = 1;
-    c[0].shape[0] = max_bytes;
-    c[0].nbytes = max_bytes;
-    return 1;
+    return -1;
+}
+
+static int parse_args(int argc, char **argv, gen_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->model = "smoe-gen";
+    a->seed = 1;
+    const tool_opt opts[] = {
+        {"--out", NULL, TOOL_OPT_VALUE, 0, &a->out, 0},
+        {"--model", NULL, TOOL_OPT_VALUE, 0, &a->model, 0},
+        {"--top-k", NULL, TOOL_OPT_VALUE, 0, &a->top_k, 0},
+        {"--layers", NULL, TOOL_OPT_VALUE, OPT_LAYERS, NULL, 0},
+        {"--experts", NULL, TOOL_OPT_VALUE, OPT_EXPERTS, NULL, 0},
+        {"--blob-bytes", NULL, TOOL_OPT_VALUE, OPT_BYTES, NULL, 0},
+        {"--blob-bytes-max", NULL, TOOL_OPT_VALUE, OPT_BYTES_MAX, NULL, 0},
+        {"--seed", NULL, TOOL_OPT_VALUE, OPT_SEED, NULL, 0},
+        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+    };
+    const tool_cli cli = {
+        .cmd = cmd, .usage = usage, .opts = opts, .hint = 1,
+        .no_value = "bad option '%s' (unknown, or missing its value)",
+        .unknown = "bad option '%s' (unknown, or missing its value)",
+    };
+    int rc = tool_args_parse(&cli, argc, argv, gen_opt, a);
+    if (rc >= 0)
+        return rc;
+    if (!a->out || !a->layers || !a->experts || !a->bmin)
+        return tool_args_error(&cli, "--out, --layers, --experts and --blob-bytes are required",
+                               NULL, NULL);
+    if (!a->have_max)
+        a->bmax = a->bmin;
+    if (a->bmax < a->bmin)
+        return tool_error(cmd, "--blob-bytes-max (%" PRIu64 ") is smaller than --blob-bytes "
+                          "(%" PRIu64 ")", a->bmax, a->bmin);
+    if (a->bmax > SIZE_MAX)
+        return tool_error(cmd, "--blob-bytes-max is too large for this machine");
+    return -1;
 }
 
 static int writer_error(smoe_writer *w, int rc)
@@ -109,141 +121,80 @@ static int writer_error(smoe_writer *w, int rc)
     return 1;
 }
 
-int cmd_gen(int argc, char **argv)
+/* Open the writer with the layout and metadata; NULL after saying why. */
+static smoe_writer *open_writer(const gen_args *a, uint32_t *layout)
 {
-    static const struct option opts[] = {
-        {"out", required_argument, NULL, 'o'},
-        {"layers", required_argument, NULL, 'l'},
-        {"experts", required_argument, NULL, 'e'},
-        {"blob-bytes", required_argument, NULL, 'b'},
-        {"blob-bytes-max", required_argument, NULL, 'B'},
-        {"seed", required_argument, NULL, 's'},
-        {"top-k", required_argument, NULL, 'k'},
-        {"model", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *out = NULL, *model = "smoe-gen", *top_k = NULL;
-    uint32_t layers = 0, experts = 0;
-    uint64_t bmin = 0, bmax = 0, seed = 1;
-    int have_max = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'm': model = optarg; break;
-        case 'k': top_k = optarg; break;
-        case 'l':
-            if (tool_parse_u32(optarg, 1, 65536, &layers))
-                return tool_error(cmd, "--layers: '%s' is not a number from 1 to 65536",
-                                  optarg);
-            break;
-        case 'e':
-            if (tool_parse_u32(optarg, 1, 65536, &experts))
-                return tool_error(cmd, "--experts: '%s' is not a number from 1 to 65536",
-                                  optarg);
-            break;
-        case 'b':
-            if (tool_parse_size(optarg, &bmin) || bmin == 0)
-                return tool_error(cmd, "--blob-bytes: '%s' is not a size of at least 1 byte",
-                                  optarg);
-            break;
-        case 'B':
-            if (tool_parse_size(optarg, &bmax) || bmax == 0)
-                return tool_error(cmd, "--blob-bytes-max: '%s' is not a size of at least 1 "
-                                  "byte", optarg);
-            have_max = 1;
-            break;
-        case 's': {
-            char *end;
-            seed = strtoull(optarg, &end, 0);
-            if (!*optarg || *end)
-                return tool_error(cmd, "--seed: '%s' is not a number", optarg);
-            break;
-        }
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            tool_error(cmd, "bad option '%s' (unknown, or missing its value)",
-                       argv[optind - 1]);
-            fprintf(stderr, "run 'smoe gen --help' for usage\n");
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        tool_error(cmd, "unexpected argument '%s'", argv[optind]);
-        fprintf(stderr, "run 'smoe gen --help' for usage\n");
-        return 2;
-    }
-    if (!out || !layers || !experts || !bmin) {
-        tool_error(cmd, "--out, --layers, --experts and --blob-bytes are required");
-        fprintf(stderr, "run 'smoe gen --help' for usage\n");
-        return 2;
-    }
-    if (!have_max)
-        bmax = bmin;
-    if (bmax < bmin)
-        return tool_error(cmd, "--blob-bytes-max (%" PRIu64 ") is smaller than --blob-bytes "
-                          "(%" PRIu64 ")", bmax, bmin);
-    if (bmax > SIZE_MAX)
-        return tool_error(cmd, "--blob-bytes-max is too large for this machine");
-
     smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
-    wo.layers = layers;
-    wo.experts = experts;
+    wo.layers = a->layers;
+    wo.experts = a->experts;
     smoe_writer *w = NULL;
-    int rc = smoe_writer_open(out, &wo, &w);
-    if (rc < 0)
-        return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+    int rc = smoe_writer_open(a->out, &wo, &w);
+    if (rc < 0) {
+        tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+        return NULL;
+    }
     smoe_component comps[3];
-    uint32_t n = plan_layout(comps, bmin), layout;
+    uint32_t n = synth_layout(comps, a->bmin);
     char num[32];
-    snprintf(num, sizeof num, "%" PRIu64, seed);
-    if ((rc = smoe_writer_add_layout(w, comps, n, &layout)) < 0 ||
-        (rc = smoe_writer_set_meta(w, "model", model)) < 0 ||
+    snprintf(num, sizeof num, "%" PRIu64, a->seed);
+    if ((rc = smoe_writer_add_layout(w, comps, n, layout)) < 0 ||
+        (rc = smoe_writer_set_meta(w, "model", a->model)) < 0 ||
         (rc = smoe_writer_set_meta(w, "arch", "synthetic")) < 0 ||
         (rc = smoe_writer_set_meta(w, "quant", n == 3 ? "bf16" : "u8")) < 0 ||
         (rc = smoe_writer_set_meta(w, "seed", num)) < 0 ||
-        (top_k && (rc = smoe_writer_set_meta(w, "top_k", top_k)) < 0))
-        return writer_error(w, rc);
+        (a->top_k && (rc = smoe_writer_set_meta(w, "top_k", a->top_k)) < 0)) {
+        writer_error(w, rc);
+        return NULL;
+    }
+    return w;
+}
 
-    unsigned char *buf = malloc((size_t)bmax);
+/* Every blob, with a progress line; 0, or 1 after aborting the writer. */
+static int add_blobs(const gen_args *a, smoe_writer *w, uint32_t layout, uint64_t *bytes)
+{
+    unsigned char *buf = malloc((size_t)a->bmax);
     if (!buf) {
         smoe_writer_abort(w);
-        return tool_error(cmd, "out of memory for a %" PRIu64 "-byte blob", bmax);
+        return tool_error(cmd, "out of memory for a %" PRIu64 "-byte blob", a->bmax);
     }
-    int tty = isatty(STDERR_FILENO);
-    uint64_t total = (uint64_t)layers * experts, bytes = 0;
-    uint64_t t0 = tool_now_ns(), last = t0;
+    tool_progress pg;
+    tool_progress_start(&pg, cmd);
+    uint64_t total = (uint64_t)a->layers * a->experts;
     for (uint64_t i = 0; i < total; i++) {
-        uint32_t l = (uint32_t)(i / experts), e = (uint32_t)(i % experts);
-        uint64_t size = bmin;
-        if (bmax > bmin)
-            size += key_of(seed, l, e, 0x5123) % (bmax - bmin + 1);
-        fill(buf, (size_t)size, key_of(seed, l, e, 0xb10b));
-        if ((rc = smoe_writer_add_blob(w, l, e, layout, buf, size)) < 0) {
+        uint32_t l = (uint32_t)(i / a->experts), e = (uint32_t)(i % a->experts);
+        uint64_t size = synth_blob_size(a->seed, l, e, a->bmin, a->bmax);
+        synth_blob_fill(buf, (size_t)size, a->seed, l, e);
+        int rc = smoe_writer_add_blob(w, l, e, layout, buf, size);
+        if (rc < 0) {
             free(buf);
-            if (tty)
-                fputc('\n', stderr);
+            tool_progress_stop(&pg);
             return writer_error(w, rc);
         }
-        bytes += size;
-        uint64_t now = tool_now_ns();
-        if (tty && (now - last > 200000000ull || i + 1 == total)) {
-            fprintf(stderr, "\rsmoe gen: %" PRIu64 "/%" PRIu64 " blobs, %.1f MiB", i + 1,
-                    total, (double)bytes / (1 << 20));
-            last = now;
-        }
+        *bytes += size;
+        tool_progress_blobs(&pg, i + 1, total, *bytes);
     }
     free(buf);
-    if (tty)
-        fputc('\n', stderr);
+    return 0;
+}
+
+int cmd_gen(int argc, char **argv)
+{
+    gen_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    uint64_t t0 = tool_now_ns(), bytes = 0;
+    uint32_t layout;
+    smoe_writer *w = open_writer(&a, &layout);
+    if (!w)
+        return 1;
+    if (add_blobs(&a, w, layout, &bytes))
+        return 1;
     if ((rc = smoe_writer_finish(w)) < 0)
         return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
     double secs = (double)(tool_now_ns() - t0) / 1e9;
     printf("%s: %" PRIu32 " layers x %" PRIu32 " experts, %" PRIu64 " blobs, %" PRIu64
-           " payload bytes, written in %.2f s\n", out, layers, experts, total, bytes, secs);
+           " payload bytes, written in %.2f s\n", a.out, a.layers, a.experts,
+           (uint64_t)a.layers * a.experts, bytes, secs);
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "pack.h"
 #include "tool.h"
 #include "vault.h"
+#include "vault_cmd.h"
 
 static const char cmd[] = "inspect";
 
@@ -299,71 +300,33 @@ static int print_json(const char *path, const smoe__vault *v, const facts *f,
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL, *scout_arg = NULL;
-    int json = 0, no_scout = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--no-scout")) {
-            no_scout = 1;
-        } else if (!strcmp(argv[i], "--scout")) {
-            if (i + 1 == argc) {
-                tool_error(cmd, "--scout needs a file");
-                return 2;
-            }
-            scout_arg = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            tool_error(cmd, "unknown option '%s'", argv[i]);
-            fprintf(stderr, "run 'smoe inspect --help' for usage\n");
-            return 2;
-        } else if (path) {
-            tool_error(cmd, "only one vault, please ('%s' and '%s')", path, argv[i]);
-            fprintf(stderr, "run 'smoe inspect --help' for usage\n");
-            return 2;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        tool_error(cmd, "which vault?");
-        fprintf(stderr, "run 'smoe inspect --help' for usage\n");
-        return 2;
-    }
+    vault_args a;
+    int rc = vault_args_parse(cmd, usage, 1, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     smoe__vault v;
-    int rc = smoe__vault_load(&v, path, smoe__io_get());
+    rc = smoe__vault_load(&v, a.path, smoe__io_get());
     if (rc < 0)
         return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
     /* The scout file: named, or found beside the vault; it must be valid. */
-    char *scout_path = NULL;
+    char *scout_path = vault_args_scout(&a, &v);
     pack_scout sc;
     memset(&sc, 0, sizeof sc);
-    int have_scout = 0;
-    if (scout_arg)
-        scout_path = strdup(scout_arg);
-    else if (!no_scout)
-        scout_path = pack_scout_find(path, smoe__vault_meta(&v, "scout"));
-    if (scout_path) {
-        int src = pack_scout_load(scout_path, &sc);
-        if (src < 0) {
-            rc = tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(src));
-            free(scout_path);
-            smoe__vault_free(&v);
-            return rc;
-        }
-        have_scout = 1;
+    if (scout_path && (rc = pack_scout_load(scout_path, &sc)) < 0) {
+        rc = tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+        free(scout_path);
+        smoe__vault_free(&v);
+        return rc;
     }
     facts f;
     memset(&f, 0, sizeof f);
-    rc = gather(path, &v, &f);
+    rc = gather(a.path, &v, &f);
     if (rc == 0) {
-        if (json) {
-            rc = print_json(path, &v, &f, scout_path, have_scout ? &sc : NULL);
+        if (a.json) {
+            rc = print_json(a.path, &v, &f, scout_path, scout_path ? &sc : NULL);
         } else {
-            print_text(path, &v, &f);
-            if (have_scout)
+            print_text(a.path, &v, &f);
+            if (scout_path)
                 print_scout_text(scout_path, &sc);
         }
     }

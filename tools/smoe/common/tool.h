@@ -32,6 +32,21 @@ int tool_parse_size(const char *s, uint64_t *out);
 int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
 /* Monotonic time in nanoseconds. */
 uint64_t tool_now_ns(void);
+
+/* A progress line on stderr, drawn only when it is a terminal. */
+typedef struct tool_progress {
+    const char *cmd;
+    int tty, open; /* open: a line is drawn and not ended */
+    uint64_t last;
+} tool_progress;
+
+void tool_progress_start(tool_progress *p, const char *cmd);
+/* "smoe CMD: DONE/TOTAL blobs, X MiB", at most five times a second; drawn
+ * once more and ended with a newline when done reaches total. */
+void tool_progress_blobs(tool_progress *p, uint64_t done, uint64_t total, uint64_t bytes);
+/* End a line left open (a failure before the end), so an error starts on
+ * a line of its own. */
+void tool_progress_stop(tool_progress *p);
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t tool_peak_rss(void);
 

@@ -1,10 +1,13 @@
-/* util.c - argument parsing, clocks and errors shared by the subcommands. */
+/* util.c - errors, number parsing, clocks and progress lines shared by the
+ * subcommands. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tool.h"
 
@@ -61,6 +64,34 @@ uint64_t tool_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void tool_progress_start(tool_progress *p, const char *cmd)
+{
+    p->cmd = cmd;
+    p->tty = isatty(STDERR_FILENO);
+    p->open = 0;
+    p->last = tool_now_ns();
+}
+
+void tool_progress_blobs(tool_progress *p, uint64_t done, uint64_t total, uint64_t bytes)
+{
+    uint64_t now = tool_now_ns();
+    if (!p->tty || (now - p->last <= 200000000ull && done != total))
+        return;
+    fprintf(stderr, "\rsmoe %s: %" PRIu64 "/%" PRIu64 " blobs, %.1f MiB", p->cmd, done, total,
+            (double)bytes / (1 << 20));
+    p->last = now;
+    p->open = done != total;
+    if (done == total)
+        fputc('\n', stderr);
+}
+
+void tool_progress_stop(tool_progress *p)
+{
+    if (p->open)
+        fputc('\n', stderr);
+    p->open = 0;
 }
 
 uint64_t tool_peak_rss(void)
