@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "smoe/smoe.h"
+#include "args.h"
 #include "bench.h"
 #include "io.h"
 #include "sim.h"
@@ -20,9 +21,9 @@
 #include "tool.h"
 #include "vault.h"
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
         "usage: smoe bench --vault V --trace T [--mode M] [--memory BYTES|P%%] [options]\n"
         "Replay a routing trace (docs/trace-format.md) against a vault and compare the\n"
         "library with the operating system's caches at equal memory.\n"
@@ -66,7 +67,6 @@ static int usage(void)
         "                    willneed (random, plus WILLNEED of each expert's bytes\n"
         "                    just before reading it)\n"
         "  --no-progress     no progress line on stderr\n");
-    return 2;
 }
 
 /* "25%" of total, or a size. */
@@ -216,254 +216,312 @@ static int simulate(const bench_env *env, const uint32_t *keys, size_t n,
     return 0;
 }
 
-int cmd_bench(int argc, char **argv)
+enum {
+    OPT_PREWARM = 1, OPT_FREQ, OPT_ALLOW_BUFFERED, OPT_MODE, OPT_WORKERS, OPT_COMPUTE,
+    OPT_IDLE, OPT_SPEC, OPT_TOKENS, OPT_ADVICE, OPT_EVICTION, OPT_VERIFY, OPT_CHUNK
+};
+
+/* A word of a list of names: its value, or -1. */
+static int word_of(const char *v, const char *const *names, const int *values, int n)
 {
-    simp_steps steps;
-    memset(&steps, 0, sizeof steps);
-    bench_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.workers = 16;
-    cfg.modes = 1u << BENCH_SMOE;
-    cfg.open_flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
-    cfg.progress = isatty(2);
-    int root = geteuid() == 0;
-    cfg.drop_caches = root;
-    cfg.use_cgroup = root;
-    const char *mem_arg = "25%", *sweep_arg = NULL;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, names[i]))
+            return values[i];
+    return -1;
+}
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return usage(), 0;
-        if (!strcmp(a, "--spec-next-layer")) {
-            cfg.spec_next_layer = 1;
-            continue;
-        }
-        if (!strcmp(a, "--prewarm")) {
-            cfg.open_flags &= ~(uint32_t)SMOE_OPEN_NO_PREWARM;
-            continue;
-        }
-        if (!strcmp(a, "--freq")) {
-            cfg.open_flags &= ~(uint32_t)SMOE_OPEN_NO_FREQ;
-            continue;
-        }
-        if (!strcmp(a, "--allow-buffered")) {
-            cfg.open_flags |= SMOE_OPEN_ALLOW_BUFFERED;
-            continue;
-        }
-        if (!strcmp(a, "--no-drop-caches")) {
-            cfg.drop_caches = 0;
-            continue;
-        }
-        if (!strcmp(a, "--no-cgroup")) {
-            cfg.use_cgroup = 0;
-            continue;
-        }
-        if (!strcmp(a, "--cache-only")) {
-            cfg.cache_only = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-progress")) {
-            cfg.progress = 0;
-            continue;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            return tool_error("bench", "%s: expected a value (see --help)", a) + 1;
-        i++;
-        int bad = 0;
-        uint32_t u32;
-        if (!strcmp(a, "--vault"))
-            cfg.vault = v;
-        else if (!strcmp(a, "--trace"))
-            cfg.trace_path = v;
-        else if (!strcmp(a, "--json"))
-            cfg.json_path = v;
-        else if (!strcmp(a, "--plot"))
-            cfg.plot_path = v;
-        else if (!strcmp(a, "--memory"))
-            mem_arg = v;
-        else if (!strcmp(a, "--sweep"))
-            sweep_arg = v;
-        else if (!strcmp(a, "--mode"))
-            bad = parse_modes(v, &cfg.modes);
-        else if (!strcmp(a, "--workers"))
-            bad = tool_parse_u32(v, 1, 256, &cfg.workers);
-        else if (!strcmp(a, "--compute-us"))
-            bad = tool_parse_u32(v, 0, 10000000, &cfg.compute_us);
-        else if (!strcmp(a, "--idle-ms"))
-            bad = tool_parse_u32(v, 0, 600000, &cfg.idle_ms);
-        else if (!strcmp(a, "--spec"))
-            bad = tool_parse_u32(v, 0, TRACE_MAX_SPEC, &cfg.spec);
-        else if (!strcmp(a, "--tokens")) {
-            bad = tool_parse_u32(v, 1, UINT32_MAX, &u32);
-            cfg.max_tokens = u32;
-        } else if (!strcmp(a, "--os-advice")) {
-            if (!strcmp(v, "normal"))
-                cfg.os_advice = BENCH_ADVICE_NORMAL;
-            else if (!strcmp(v, "random"))
-                cfg.os_advice = BENCH_ADVICE_RANDOM;
-            else if (!strcmp(v, "willneed"))
-                cfg.os_advice = BENCH_ADVICE_WILLNEED;
-            else
-                bad = 1;
-        } else if (!strcmp(a, "--eviction")) {
-            if (!strcmp(v, "lru"))
-                cfg.eviction = SMOE_EVICT_LRU;
-            else if (!strcmp(v, "reuse"))
-                cfg.eviction = SMOE_EVICT_REUSE;
-            else
-                bad = 1;
-        } else if (!strcmp(a, "--verify")) {
-            if (!strcmp(v, "on"))
-                cfg.verify = SMOE_VERIFY_ON;
-            else if (!strcmp(v, "off"))
-                cfg.verify = SMOE_VERIFY_OFF;
-            else
-                bad = 1;
-        } else if (!strcmp(a, "--chunk")) {
-            uint64_t c;
-            bad = tool_parse_size(v, &c) || c == 0 || c % 16384 || c > 0xFFFFC000ull;
-            cfg.chunk = bad ? 0 : (uint32_t)c;
-        } else
-            return tool_error("bench", "unknown option '%s' (see --help)", a) + 1;
-        if (bad)
-            return tool_error("bench", "%s '%s': out of range or malformed (see --help)", a,
-                              v) + 1;
+/* Options that need converting: 0, or nonzero when the value is bad. */
+static int convert(bench_cfg *c, int id, const char *v)
+{
+    static const char *const advice[] = {"normal", "random", "willneed"};
+    static const int advice_v[] = {BENCH_ADVICE_NORMAL, BENCH_ADVICE_RANDOM,
+                                   BENCH_ADVICE_WILLNEED};
+    static const char *const evict[] = {"lru", "reuse"}, *const onoff[] = {"on", "off"};
+    static const int evict_v[] = {SMOE_EVICT_LRU, SMOE_EVICT_REUSE},
+                     onoff_v[] = {SMOE_VERIFY_ON, SMOE_VERIFY_OFF};
+    uint32_t u32;
+    uint64_t c64;
+    int w;
+    switch (id) {
+    case OPT_MODE: return parse_modes(v, &c->modes);
+    case OPT_WORKERS: return tool_parse_u32(v, 1, 256, &c->workers);
+    case OPT_COMPUTE: return tool_parse_u32(v, 0, 10000000, &c->compute_us);
+    case OPT_IDLE: return tool_parse_u32(v, 0, 600000, &c->idle_ms);
+    case OPT_SPEC: return tool_parse_u32(v, 0, TRACE_MAX_SPEC, &c->spec);
+    case OPT_TOKENS:
+        if (tool_parse_u32(v, 1, UINT32_MAX, &u32))
+            return 1;
+        c->max_tokens = u32;
+        return 0;
+    case OPT_ADVICE:
+        if ((w = word_of(v, advice, advice_v, 3)) < 0)
+            return 1;
+        c->os_advice = w;
+        return 0;
+    case OPT_EVICTION:
+        if ((w = word_of(v, evict, evict_v, 2)) < 0)
+            return 1;
+        c->eviction = (uint32_t)w;
+        return 0;
+    case OPT_VERIFY:
+        if ((w = word_of(v, onoff, onoff_v, 2)) < 0)
+            return 1;
+        c->verify = (uint32_t)w;
+        return 0;
+    default: /* OPT_CHUNK */
+        if (tool_parse_size(v, &c64) || c64 == 0 || c64 % 16384 || c64 > 0xFFFFC000ull)
+            return 1;
+        c->chunk = (uint32_t)c64;
+        return 0;
     }
-    if (!cfg.vault || !cfg.trace_path)
-        return tool_error("bench", "--vault and --trace are required (see --help)") + 1;
+}
 
-    bench_env env;
-    memset(&env, 0, sizeof env);
-    env.cfg = &cfg;
-    char err[700];
-    if (tool_trace_load(&env.trace, cfg.trace_path, err, sizeof err))
-        return tool_error("bench", "%s", err);
-    int rc = 1;
-    uint32_t *keys = NULL;
-    bench_result res[BENCH_N_MODES];
-    bench_point pts[32];
-    int n_res = 0, n_pts = 0;
-    env.n_tokens = env.trace.n_tokens;
-    if (cfg.max_tokens && cfg.max_tokens < env.n_tokens)
-        env.n_tokens = cfg.max_tokens;
-    env.requests = env.trace.row_off[env.trace.tok_row[env.n_tokens]];
-    env.max_k = env.trace.max_k;
-    env.overlap = tool_trace_overlap(&env.trace, env.n_tokens);
-    if (load_vault(&env, cfg.vault) < 0)
-        goto done;
-    env.read_ahead_kb = read_ahead_kb(cfg.vault);
+static int bench_opt(void *ctx, const tool_opt *o, const char *v)
+{
+    bench_cfg *c = ctx;
+    if (o->id == OPT_PREWARM)
+        c->open_flags &= ~(uint32_t)SMOE_OPEN_NO_PREWARM;
+    else if (o->id == OPT_FREQ)
+        c->open_flags &= ~(uint32_t)SMOE_OPEN_NO_FREQ;
+    else if (o->id == OPT_ALLOW_BUFFERED)
+        c->open_flags |= SMOE_OPEN_ALLOW_BUFFERED;
+    else if (convert(c, o->id, v))
+        return tool_error("bench", "%s '%s': out of range or malformed (see --help)", o->name,
+                          v) + 1;
+    return -1;
+}
 
-    if (parse_mem(mem_arg, env.total_padded, &cfg.memory) < 0) {
-        tool_error("bench", "--memory '%s': expected bytes (300M, 4G) or a share (10%%)",
-                   mem_arg);
-        goto done;
-    }
-    if (sweep_arg) {
+/* The command line into cfg; *mem and *sweep get --memory and --sweep as
+ * written (they are sized against the vault later). */
+static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
+                      const char **sweep)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->workers = 16;
+    cfg->modes = 1u << BENCH_SMOE;
+    cfg->open_flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+    cfg->progress = isatty(2);
+    cfg->drop_caches = cfg->use_cgroup = geteuid() == 0;
+    *mem = "25%";
+    *sweep = NULL;
+#define FLAG(name, dst, v) {name, NULL, TOOL_OPT_FLAG, 0, dst, v}
+#define CALL(name, id, kind) {name, NULL, kind, id, NULL, 0}
+#define TEXT(name, dst) {name, NULL, TOOL_OPT_VALUE, 0, dst, 0}
+    const tool_opt opts[] = {
+        FLAG("--spec-next-layer", &cfg->spec_next_layer, 1),
+        FLAG("--no-drop-caches", &cfg->drop_caches, 0),
+        FLAG("--no-cgroup", &cfg->use_cgroup, 0),
+        FLAG("--cache-only", &cfg->cache_only, 1),
+        FLAG("--no-progress", &cfg->progress, 0),
+        CALL("--prewarm", OPT_PREWARM, TOOL_OPT_FLAG),
+        CALL("--freq", OPT_FREQ, TOOL_OPT_FLAG),
+        CALL("--allow-buffered", OPT_ALLOW_BUFFERED, TOOL_OPT_FLAG),
+        TEXT("--vault", &cfg->vault),
+        TEXT("--trace", &cfg->trace_path),
+        TEXT("--json", &cfg->json_path),
+        TEXT("--plot", &cfg->plot_path),
+        TEXT("--memory", mem),
+        TEXT("--sweep", sweep),
+        CALL("--mode", OPT_MODE, TOOL_OPT_VALUE),
+        CALL("--workers", OPT_WORKERS, TOOL_OPT_VALUE),
+        CALL("--compute-us", OPT_COMPUTE, TOOL_OPT_VALUE),
+        CALL("--idle-ms", OPT_IDLE, TOOL_OPT_VALUE),
+        CALL("--spec", OPT_SPEC, TOOL_OPT_VALUE),
+        CALL("--tokens", OPT_TOKENS, TOOL_OPT_VALUE),
+        CALL("--os-advice", OPT_ADVICE, TOOL_OPT_VALUE),
+        CALL("--eviction", OPT_EVICTION, TOOL_OPT_VALUE),
+        CALL("--verify", OPT_VERIFY, TOOL_OPT_VALUE),
+        CALL("--chunk", OPT_CHUNK, TOOL_OPT_VALUE),
+        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+    };
+#undef FLAG
+#undef CALL
+#undef TEXT
+    const tool_cli cli = {
+        .cmd = "bench", .usage = usage, .opts = opts,
+        .no_value = "%s: expected a value (see --help)",
+        .unknown = "unknown option '%s' (see --help)",
+        .unexpected = "unknown option '%s' (see --help)",
+    };
+    int rc = tool_args_parse(&cli, argc, argv, bench_opt, cfg);
+    if (rc < 0 && (!cfg->vault || !cfg->trace_path))
+        rc = tool_error("bench", "--vault and --trace are required (see --help)") + 1;
+    return rc;
+}
+
+/* --memory and --sweep against the vault; each size must hold a layer. */
+static int size_caches(bench_env *env, bench_cfg *cfg, const char *mem, const char *sweep)
+{
+    if (parse_mem(mem, env->total_padded, &cfg->memory) < 0)
+        return tool_error("bench", "--memory '%s': expected bytes (300M, 4G) or a share "
+                          "(10%%)", mem);
+    if (sweep) {
         char buf[1024];
-        snprintf(buf, sizeof buf, "%s", sweep_arg);
+        snprintf(buf, sizeof buf, "%s", sweep);
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
              tok = strtok_r(NULL, ",", &save)) {
-            if (cfg.n_sweep == 32 || parse_mem(tok, env.total_padded, &cfg.sweep[cfg.n_sweep])) {
-                tool_error("bench", "--sweep '%s': expected up to 32 sizes or shares, "
-                           "comma-separated", sweep_arg);
-                goto done;
-            }
-            cfg.n_sweep++;
+            if (cfg->n_sweep == 32 || parse_mem(tok, env->total_padded, &cfg->sweep[cfg->n_sweep]))
+                return tool_error("bench", "--sweep '%s': expected up to 32 sizes or shares, "
+                                  "comma-separated", sweep);
+            cfg->n_sweep++;
         }
     }
-    uint64_t need = (uint64_t)env.max_k * env.slot_bytes;
-    for (int i = -1; i < cfg.n_sweep; i++) {
-        uint64_t m = i < 0 ? cfg.memory : cfg.sweep[i];
-        if (m < need) {
-            tool_error("bench", "a cache of %llu bytes holds %llu slots of %llu bytes; one "
-                       "layer needs %u", (unsigned long long)m,
-                       (unsigned long long)(m / env.slot_bytes),
-                       (unsigned long long)env.slot_bytes, env.max_k);
-            goto done;
-        }
+    uint64_t need = (uint64_t)env->max_k * env->slot_bytes;
+    for (int i = -1; i < cfg->n_sweep; i++) {
+        uint64_t m = i < 0 ? cfg->memory : cfg->sweep[i];
+        if (m < need)
+            return tool_error("bench", "a cache of %llu bytes holds %llu slots of %llu bytes; "
+                              "one layer needs %u", (unsigned long long)m,
+                              (unsigned long long)(m / env->slot_bytes),
+                              (unsigned long long)env->slot_bytes, env->max_k);
     }
-    if ((cfg.spec || cfg.spec_next_layer) && (cfg.modes & 1u << BENCH_SMOE))
-        cfg.modes |= 1u << BENCH_SMOE_SPEC;
-    if (cfg.spec && !env.trace.max_spec)
-        fprintf(stderr, "smoe bench: --spec %u: trace %s has no speculative ranks; only "
-                "--spec-next-layer can speculate on it\n", cfg.spec, cfg.trace_path);
+    return 0;
+}
 
-    size_t n_keys = sim_trace_keys(&env.trace, env.n_tokens, &keys);
-    if (!keys) {
-        tool_error("bench", "out of memory");
-        goto done;
-    }
+/* The trace, the vault and the cache sizes: 0, or 1 after saying why. */
+static int load_env(bench_env *env, bench_cfg *cfg, const char *mem, const char *sweep)
+{
+    memset(env, 0, sizeof *env);
+    env->cfg = cfg;
+    char err[700];
+    if (tool_trace_load(&env->trace, cfg->trace_path, err, sizeof err))
+        return tool_error("bench", "%s", err);
+    env->n_tokens = env->trace.n_tokens;
+    if (cfg->max_tokens && cfg->max_tokens < env->n_tokens)
+        env->n_tokens = cfg->max_tokens;
+    env->requests = env->trace.row_off[env->trace.tok_row[env->n_tokens]];
+    env->max_k = env->trace.max_k;
+    env->overlap = tool_trace_overlap(&env->trace, env->n_tokens);
+    if (load_vault(env, cfg->vault) < 0)
+        return 1;
+    env->read_ahead_kb = read_ahead_kb(cfg->vault);
+    if (size_caches(env, cfg, mem, sweep))
+        return 1;
+    if ((cfg->spec || cfg->spec_next_layer) && (cfg->modes & 1u << BENCH_SMOE))
+        cfg->modes |= 1u << BENCH_SMOE_SPEC;
+    if (cfg->spec && !env->trace.max_spec)
+        fprintf(stderr, "smoe bench: --spec %u: trace %s has no speculative ranks; only "
+                "--spec-next-layer can speculate on it\n", cfg->spec, cfg->trace_path);
+    return 0;
+}
+
+/* What the header says about the page-cache modes' memory limit. */
+static void cgroup_note(const bench_env *env, char *note, size_t n)
+{
+    const bench_cfg *cfg = env->cfg;
+    if (cfg->use_cgroup)
+        snprintf(note, n, "pagecache and mmap run in a memory cgroup limited to %.1f MiB (the "
+                 "budget plus %llu MiB for the process%s)",
+                 (double)bench_cgroup_limit(env, cfg->memory) / 1048576.0,
+                 (unsigned long long)(BENCH_PROCESS_SLACK >> 20),
+                 cfg->cache_only ? " plus their read buffers" : "");
+    else if (geteuid() != 0)
+        snprintf(note, n, "not root: cannot limit pagecache and mmap, which run with all free "
+                 "memory (marked NONE)");
+    else
+        snprintf(note, n, "--no-cgroup: pagecache and mmap run with all free memory (marked "
+                 "NONE)");
+}
+
+/* The offline replays every simulate() call shares. */
+typedef struct sim_input {
+    uint32_t *keys;
+    size_t n_keys;
+    simp_steps steps;
+} sim_input;
+
+static int sim_input_build(const bench_env *env, sim_input *in)
+{
+    memset(in, 0, sizeof *in);
+    in->n_keys = sim_trace_keys(&env->trace, env->n_tokens, &in->keys);
     simp_shape shape;
     memset(&shape, 0, sizeof shape);
-    shape.tok_end = env.n_tokens;
-    if (simp_steps_from_trace(&env.trace, &shape, &steps) < 0) {
-        tool_error("bench", "out of memory");
-        goto done;
-    }
+    shape.tok_end = env->n_tokens;
+    if (!in->keys || simp_steps_from_trace(&env->trace, &shape, &in->steps) < 0)
+        return tool_error("bench", "out of memory");
+    return 0;
+}
+
+static double hit_rate(const bench_result *r)
+{
+    return r->requests ? (double)r->hits / (double)r->requests : 0.0;
+}
+
+/* One point of --sweep: simulated and measured, printed as a table row. */
+static int sweep_point(const bench_env *env, const sim_input *in, int i, bench_point *p)
+{
+    const bench_cfg *cfg = env->cfg;
+    memset(p, 0, sizeof *p);
+    if (simulate(env, in->keys, in->n_keys, &in->steps, cfg->sweep[i], &p->sim) < 0)
+        return -1;
+    bench_run_mode(env, BENCH_SMOE_LRU, cfg->sweep[i], &p->lru);
+    bench_run_mode(env, BENCH_SMOE_REUSE, cfg->sweep[i], &p->reuse);
+    bench_run_mode(env, BENCH_PAGECACHE, cfg->sweep[i], &p->pagecache);
+    int ok = p->lru.ok && p->reuse.ok && p->pagecache.ok;
+    if (i == 0)
+        printf("\nsweep: hit rates; simulated: LRU, decayed LFU, reuse, Belady; measured: "
+               "the library under lru and reuse, the page cache\n"
+               "       %-10s %6s %7s %7s %7s %7s %9s %10s %9s\n", "MiB", "slots", "LRU",
+               "LFU", "reuse", "Belady", "smoe-lru", "smoe-reuse", "pagecache");
+    printf("       %-10.1f %6u %7.3f %7.3f %7.3f %7.3f %9.3f %10.3f %9.3f%s\n",
+           (double)cfg->sweep[i] / 1048576.0, p->sim.slots, p->sim.lru, p->sim.lfu,
+           p->sim.reuse, p->sim.opt, hit_rate(&p->lru), hit_rate(&p->reuse),
+           hit_rate(&p->pagecache), ok ? "" : "  (a run failed, see the JSON)");
+    fflush(stdout);
+    return ok;
+}
+
+/* Every mode asked for, then every sweep point; all_ok or 0; -1 when the
+ * simulators run out of memory. */
+static int run_all(const bench_env *env, const sim_input *in, const char *cg_note)
+{
+    const bench_cfg *cfg = env->cfg;
     bench_sim sim;
-    if (simulate(&env, keys, n_keys, &steps, cfg.memory, &sim) < 0)
-        goto done;
-
-    char cg_note[256];
-    if (cfg.use_cgroup)
-        snprintf(cg_note, sizeof cg_note, "pagecache and mmap run in a memory cgroup limited "
-                 "to %.1f MiB (the budget plus %llu MiB for the process%s)",
-                 (double)bench_cgroup_limit(&env, cfg.memory) / 1048576.0,
-                 (unsigned long long)(BENCH_PROCESS_SLACK >> 20),
-                 cfg.cache_only ? " plus their read buffers" : "");
-    else if (!root)
-        snprintf(cg_note, sizeof cg_note, "not root: cannot limit pagecache and mmap, which "
-                 "run with all free memory (marked NONE)");
-    else
-        snprintf(cg_note, sizeof cg_note, "--no-cgroup: pagecache and mmap run with all free "
-                 "memory (marked NONE)");
-    bench_print_header(&env, &sim, cg_note);
-
-    int all_ok = 1;
+    if (simulate(env, in->keys, in->n_keys, &in->steps, cfg->memory, &sim) < 0)
+        return -1;
+    bench_print_header(env, &sim, cg_note);
+    bench_result res[BENCH_N_MODES];
+    bench_point pts[32];
+    int n_res = 0, n_pts = 0, all_ok = 1;
     for (int m = 0; m < BENCH_N_MODES; m++) {
-        if (!(cfg.modes & 1u << m))
+        if (!(cfg->modes & 1u << m))
             continue;
-        bench_run_mode(&env, m, cfg.memory, &res[n_res]);
+        bench_run_mode(env, m, cfg->memory, &res[n_res]);
         all_ok &= res[n_res].ok;
         n_res++;
     }
-    bench_print_table(&env, res, n_res);
-
-    for (int i = 0; i < cfg.n_sweep; i++) {
-        bench_point *p = &pts[n_pts++];
-        memset(p, 0, sizeof *p);
-        if (simulate(&env, keys, n_keys, &steps, cfg.sweep[i], &p->sim) < 0)
-            goto done;
-        bench_run_mode(&env, BENCH_SMOE_LRU, cfg.sweep[i], &p->lru);
-        bench_run_mode(&env, BENCH_SMOE_REUSE, cfg.sweep[i], &p->reuse);
-        bench_run_mode(&env, BENCH_PAGECACHE, cfg.sweep[i], &p->pagecache);
-        all_ok &= p->lru.ok && p->reuse.ok && p->pagecache.ok;
-        if (i == 0)
-            printf("\nsweep: hit rates; simulated: LRU, decayed LFU, reuse, Belady; measured: "
-                   "the library under lru and reuse, the page cache\n"
-                   "       %-10s %6s %7s %7s %7s %7s %9s %10s %9s\n", "MiB", "slots", "LRU",
-                   "LFU", "reuse", "Belady", "smoe-lru", "smoe-reuse", "pagecache");
-        printf("       %-10.1f %6u %7.3f %7.3f %7.3f %7.3f %9.3f %10.3f %9.3f%s\n",
-               (double)cfg.sweep[i] / 1048576.0, p->sim.slots, p->sim.lru, p->sim.lfu,
-               p->sim.reuse, p->sim.opt,
-               p->lru.requests ? (double)p->lru.hits / (double)p->lru.requests : 0.0,
-               p->reuse.requests ? (double)p->reuse.hits / (double)p->reuse.requests : 0.0,
-               p->pagecache.requests
-                   ? (double)p->pagecache.hits / (double)p->pagecache.requests : 0.0,
-               p->lru.ok && p->reuse.ok && p->pagecache.ok ? ""
-                                                           : "  (a run failed, see the JSON)");
-        fflush(stdout);
+    bench_print_table(env, res, n_res);
+    for (int i = 0; i < cfg->n_sweep; i++) {
+        int ok = sweep_point(env, in, i, &pts[n_pts++]);
+        if (ok < 0)
+            return -1;
+        all_ok &= ok;
     }
-    if (bench_write_json(&env, &sim, res, n_res, pts, n_pts, cg_note) < 0)
+    if (bench_write_json(env, &sim, res, n_res, pts, n_pts, cg_note) < 0)
         all_ok = 0;
-    if (bench_write_plot(&env, pts, n_pts) < 0)
+    if (bench_write_plot(env, pts, n_pts) < 0)
         all_ok = 0;
-    rc = all_ok ? 0 : 1;
-done:
-    simp_steps_free(&steps);
-    free(keys);
+    return all_ok;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_cfg cfg;
+    const char *mem, *sweep;
+    int rc = parse_args(argc, argv, &cfg, &mem, &sweep);
+    if (rc >= 0)
+        return rc;
+    bench_env env;
+    sim_input in;
+    memset(&in, 0, sizeof in);
+    rc = 1;
+    if (load_env(&env, &cfg, mem, sweep) == 0 && sim_input_build(&env, &in) == 0) {
+        char cg_note[256];
+        cgroup_note(&env, cg_note, sizeof cg_note);
+        rc = run_all(&env, &in, cg_note) == 1 ? 0 : 1;
+    }
+    simp_steps_free(&in.steps);
+    free(in.keys);
     free(env.blobs);
     tool_trace_free(&env.trace);
     return rc;

@@ -14,6 +14,7 @@
 
 #include "budget.h"
 #include "smoe/smoe.h"
+#include "args.h"
 #include "tool.h"
 #include "vault.h"
 
@@ -70,57 +71,58 @@ typedef struct args {
     int have_top_k, json;
 } args;
 
+enum { OPT_SCOUT_BYTES = 1, OPT_RESERVE, OPT_TOP_K, OPT_SLOTS, OPT_SLOT_MB };
+
+static int budget_opt(void *ctx, const tool_opt *o, const char *v)
+{
+    args *a = ctx;
+    uint32_t mb;
+    switch (o->id) {
+    case OPT_SCOUT_BYTES:
+        if (tool_parse_size(v, &a->scout_bytes))
+            return tool_error(cmd, "--scout-bytes: '%s' is not a size", v) + 1;
+        break;
+    case OPT_RESERVE:
+        if (tool_parse_size(v, &a->reserve))
+            return tool_error(cmd, "--reserve: '%s' is not a size", v) + 1;
+        break;
+    case OPT_TOP_K:
+        if (tool_parse_u32(v, 1, 65536, &a->top_k))
+            return tool_error(cmd, "--top-k: '%s' is not in 1..65536", v) + 1;
+        a->have_top_k = 1;
+        break;
+    case OPT_SLOTS:
+        if (tool_parse_u32(v, 1, 1u << 20, &a->slots))
+            return tool_error(cmd, "--slots: '%s' is not in 1..1048576", v) + 1;
+        break;
+    default:
+        if (tool_parse_u32(v, 1, 1u << 20, &mb))
+            return tool_error(cmd, "--slot-mb: '%s' is not in 1..1048576", v) + 1;
+        a->slot_mb = mb;
+        break;
+    }
+    return -1;
+}
+
 static int parse(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(o, "--json")) {
-            a->json = 1;
-            continue;
-        } else if (o[0] != '-') {
-            if (a->vault)
-                return tool_error(cmd, "one vault only ('%s' and '%s')", a->vault, o) + 1;
-            a->vault = o;
-            continue;
-        }
-        if (!v)
-            return tool_error(cmd, "%s needs a value", o) + 1;
-        i++;
-        if (!strcmp(o, "--scout"))
-            a->scout = v;
-        else if (!strcmp(o, "--scout-bytes")) {
-            if (tool_parse_size(v, &a->scout_bytes))
-                return tool_error(cmd, "--scout-bytes: '%s' is not a size", v) + 1;
-        } else if (!strcmp(o, "--reserve")) {
-            if (tool_parse_size(v, &a->reserve))
-                return tool_error(cmd, "--reserve: '%s' is not a size", v) + 1;
-        } else if (!strcmp(o, "--top-k")) {
-            if (tool_parse_u32(v, 1, 65536, &a->top_k))
-                return tool_error(cmd, "--top-k: '%s' is not in 1..65536", v) + 1;
-            a->have_top_k = 1;
-        } else if (!strcmp(o, "--slots")) {
-            if (tool_parse_u32(v, 1, 1u << 20, &a->slots))
-                return tool_error(cmd, "--slots: '%s' is not in 1..1048576", v) + 1;
-        } else if (!strcmp(o, "--slot-mb")) {
-            uint32_t mb;
-            if (tool_parse_u32(v, 1, 1u << 20, &mb))
-                return tool_error(cmd, "--slot-mb: '%s' is not in 1..1048576", v) + 1;
-            a->slot_mb = mb;
-        } else {
-            usage(stderr);
-            return tool_error(cmd, "unknown option '%s'", o) + 1;
-        }
-    }
-    if (!a->vault) {
-        usage(stderr);
-        return tool_error(cmd, "no vault given") + 1;
-    }
-    return -1; /* go on */
+    const tool_opt opts[] = {
+        {"--json", NULL, TOOL_OPT_FLAG, 0, &a->json, 1},
+        {"--scout", NULL, TOOL_OPT_VALUE, 0, &a->scout, 0},
+        {"--scout-bytes", NULL, TOOL_OPT_VALUE, OPT_SCOUT_BYTES, NULL, 0},
+        {"--reserve", NULL, TOOL_OPT_VALUE, OPT_RESERVE, NULL, 0},
+        {"--top-k", NULL, TOOL_OPT_VALUE, OPT_TOP_K, NULL, 0},
+        {"--slots", NULL, TOOL_OPT_VALUE, OPT_SLOTS, NULL, 0},
+        {"--slot-mb", NULL, TOOL_OPT_VALUE, OPT_SLOT_MB, NULL, 0},
+        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+    };
+    const tool_cli cli = {
+        .cmd = cmd, .usage = usage, .opts = opts, .operand = &a->vault,
+        .min_operands = 1, .max_operands = 1, .extra = "one vault only ('%s' and '%s')",
+        .missing = "no vault given", .usage_on_error = 1,
+    };
+    return tool_args_parse(&cli, argc, argv, budget_opt, a);
 }
 
 static const char *const rule_names[] = {"auto",   "fallback",   "clamp_min", "clamp_max",
@@ -216,15 +218,10 @@ static const char *eq(uint64_t v)
     return p;
 }
 
-static void print_text(const args *a, const smoe__vault *v, const smoe__mem_probe *p,
-                       const smoe__budget *b, const char *top_k_src)
+/* The figures read: memory, cgroups, the scout file, reserve, top-k. */
+static void print_inputs(const args *a, const smoe__mem_probe *p, const smoe__budget *b,
+                         const char *top_k_src)
 {
-    const uint64_t slot = b->in.slot_bytes;
-    printf("vault      %s: %u layers x %u experts, largest padded blob %s\n", a->vault,
-           v->layers, v->experts, H(v->max_padded));
-    printf("slot size  %s (%" PRIu64 " bytes: %s, 16 KiB-rounded)\n\n", H(slot), slot,
-           a->slot_mb ? "--slot-mb" : "the largest blob");
-
     printf("inputs read\n");
     if (p->have_mem)
         printf("  %-14s MemTotal %s, %s %s\n", p->mem_source, H(p->mem_total),
@@ -255,34 +252,38 @@ static void print_text(const args *a, const smoe__vault *v, const smoe__mem_prob
     else
         printf("  top-k          unknown (--top-k)\n");
     printf("\n");
+}
 
-    if (b->in.explicit_slots) {
-        printf("slots      %u (--slots: no budget)\n", b->in.explicit_slots);
-        return;
-    }
-    printf("budget\n");
+/* Free memory less each subtraction, the budget and the fallback floor. */
+static void print_subtractions(const smoe__mem_probe *p, const smoe__budget *b)
+{
     if (b->rules & SMOE_BUDGET_NO_MEMINFO) {
         printf("    free memory unknown                               %" PRIu64 " slots\n",
                b->step[0]);
-    } else {
-        char tail[128];
-        if (p->cg_room == SMOE__NO_LIMIT)
-            snprintf(tail, sizeof tail, "(MemAvailable; no cgroup limit)");
-        else
-            snprintf(tail, sizeof tail, "(the smaller of MemAvailable %s and cgroup room %s)",
-                     H(p->mem_available), H(p->cg_room));
-        row(" ", "free", H(b->free_bytes), tail);
-        row("-", "scout file", H(b->in.scout_bytes), eq(b->after[0]));
-        row("-", "engine overhead (fixed)", H(b->in.overhead_bytes), eq(b->after[1]));
-        row("-", "engine reserve", H(b->in.reserve_bytes), eq(b->after[2]));
-        row("-", "OS floor max(RAM/8, 4 GiB)", H(b->os_floor), eq(b->after[3]));
-        snprintf(tail, sizeof tail, "/ %s per slot = %" PRIu64 " slots", H(slot),
-                 b->slots_budget);
-        row("=", "budget", H(b->budget_bytes), tail);
-        snprintf(tail, sizeof tail, "%" PRIu64 " slots: %s -> %" PRIu64, b->slots_fallback,
-                 (b->rules & SMOE_BUDGET_FALLBACK) ? "raised" : "not needed", b->step[0]);
-        row(" ", "floor: 25% of free", H(b->free_bytes / 4), tail);
+        return;
     }
+    char tail[128];
+    if (p->cg_room == SMOE__NO_LIMIT)
+        snprintf(tail, sizeof tail, "(MemAvailable; no cgroup limit)");
+    else
+        snprintf(tail, sizeof tail, "(the smaller of MemAvailable %s and cgroup room %s)",
+                 H(p->mem_available), H(p->cg_room));
+    row(" ", "free", H(b->free_bytes), tail);
+    row("-", "scout file", H(b->in.scout_bytes), eq(b->after[0]));
+    row("-", "engine overhead (fixed)", H(b->in.overhead_bytes), eq(b->after[1]));
+    row("-", "engine reserve", H(b->in.reserve_bytes), eq(b->after[2]));
+    row("-", "OS floor max(RAM/8, 4 GiB)", H(b->os_floor), eq(b->after[3]));
+    snprintf(tail, sizeof tail, "/ %s per slot = %" PRIu64 " slots", H(b->in.slot_bytes),
+             b->slots_budget);
+    row("=", "budget", H(b->budget_bytes), tail);
+    snprintf(tail, sizeof tail, "%" PRIu64 " slots: %s -> %" PRIu64, b->slots_fallback,
+             (b->rules & SMOE_BUDGET_FALLBACK) ? "raised" : "not needed", b->step[0]);
+    row(" ", "floor: 25% of free", H(b->free_bytes / 4), tail);
+}
+
+/* The clamp and the two caps. */
+static void print_limits(const smoe__budget *b)
+{
     char t2[96];
     snprintf(t2, sizeof t2, "%s -> %" PRIu64,
              (b->rules & SMOE_BUDGET_CLAMP_MIN)   ? "raised"
@@ -301,51 +302,89 @@ static void print_text(const args *a, const smoe__vault *v, const smoe__mem_prob
     row(" ", "cap: one slot per blob", "", t2);
 }
 
+static void print_text(const args *a, const smoe__vault *v, const smoe__mem_probe *p,
+                       const smoe__budget *b, const char *top_k_src)
+{
+    const uint64_t slot = b->in.slot_bytes;
+    printf("vault      %s: %u layers x %u experts, largest padded blob %s\n", a->vault,
+           v->layers, v->experts, H(v->max_padded));
+    printf("slot size  %s (%" PRIu64 " bytes: %s, 16 KiB-rounded)\n\n", H(slot), slot,
+           a->slot_mb ? "--slot-mb" : "the largest blob");
+    print_inputs(a, p, b, top_k_src);
+    if (b->in.explicit_slots) {
+        printf("slots      %u (--slots: no budget)\n", b->in.explicit_slots);
+        return;
+    }
+    printf("budget\n");
+    print_subtractions(p, b);
+    print_limits(b);
+}
+
+/* The ring that results, and how it compares with one token's experts. */
+static void print_ring(const smoe__vault *v, const smoe__budget *b)
+{
+    uint64_t slot = b->in.slot_bytes;
+    printf("\nring       %u slots x %s = %s\n", b->slots, H(slot), H((uint64_t)b->slots * slot));
+    if (b->working_set && b->cliff)
+        printf("warning    the ring holds less than one token's experts (%u layers x "
+               "top-%u = %" PRIu64 " slots): LRU retention will get almost no "
+               "hits\n", v->layers, b->in.top_k, b->working_set);
+    else if (b->working_set)
+        printf("working    one token's experts: %u layers x top-%u = %" PRIu64
+               " slots; the ring holds %.1f tokens' worth\n", v->layers, b->in.top_k,
+               b->working_set, (double)b->slots / (double)b->working_set);
+}
+
+/* The budget's inputs from the arguments and the vault; 0, or 1 after
+ * saying what is wrong. */
+static int fill_inputs(const args *a, const smoe__vault *v, smoe__budget_in *in)
+{
+    uint64_t slot = (v->max_padded + SMOE__VAULT_ALIGN - 1) / SMOE__VAULT_ALIGN *
+                    SMOE__VAULT_ALIGN;
+    if (a->slot_mb) {
+        uint64_t want = a->slot_mb << 20;
+        if (want < v->max_padded)
+            return tool_error(cmd, "--slot-mb %" PRIu64 ": %" PRIu64 " bytes is smaller than "
+                              "the largest blob of %s, %" PRIu64 " bytes", a->slot_mb, want,
+                              a->vault, v->max_padded);
+        slot = want;
+    }
+    memset(in, 0, sizeof *in);
+    in->slot_bytes = slot;
+    in->overhead_bytes = SMOE__BUDGET_OVERHEAD;
+    in->reserve_bytes = a->reserve;
+    in->layers = v->layers;
+    in->vault_entries = v->entries;
+    in->top_k = a->have_top_k ? a->top_k : v->top_k;
+    in->explicit_slots = a->slots;
+    in->scout_bytes = a->scout_bytes;
+    if (a->scout) {
+        struct stat st;
+        if (stat(a->scout, &st) < 0)
+            return tool_error(cmd, "--scout %s: cannot read its size", a->scout);
+        in->scout_bytes = (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
 int cmd_budget(int argc, char **argv)
 {
     args a;
     int r = parse(argc, argv, &a);
     if (r >= 0)
         return r;
-
     smoe__vault v;
     if ((r = smoe__vault_load(&v, a.vault, smoe__io_get())) < 0)
         return tool_error(cmd, "%s", smoe_last_error());
-    uint64_t slot = (v.max_padded + SMOE__VAULT_ALIGN - 1) / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
-    if (a.slot_mb) {
-        uint64_t want = a.slot_mb << 20;
-        if (want < v.max_padded) {
-            r = tool_error(cmd, "--slot-mb %" PRIu64 ": %" PRIu64 " bytes is smaller than the "
-                           "largest blob of %s, %" PRIu64 " bytes", a.slot_mb, want, a.vault,
-                           v.max_padded);
-            smoe__vault_free(&v);
-            return r;
-        }
-        slot = want;
-    }
     smoe__budget_in in;
-    memset(&in, 0, sizeof in);
-    in.slot_bytes = slot;
-    in.overhead_bytes = SMOE__BUDGET_OVERHEAD;
-    in.reserve_bytes = a.reserve;
-    in.layers = v.layers;
-    in.vault_entries = v.entries;
-    in.top_k = a.have_top_k ? a.top_k : v.top_k;
-    in.explicit_slots = a.slots;
-    const char *top_k_src = a.have_top_k ? "--top-k" : "the vault's top_k metadata";
-    in.scout_bytes = a.scout_bytes;
-    if (a.scout) {
-        struct stat st;
-        if (stat(a.scout, &st) < 0) {
-            smoe__vault_free(&v);
-            return tool_error(cmd, "--scout %s: cannot read its size", a.scout);
-        }
-        in.scout_bytes = (uint64_t)st.st_size;
+    if (fill_inputs(&a, &v, &in)) {
+        smoe__vault_free(&v);
+        return 1;
     }
+    const char *top_k_src = a.have_top_k ? "--top-k" : "the vault's top_k metadata";
     smoe__mem_probe p;
     smoe__mem_probe_read(smoe__io_get(), &p);
     smoe__budget_in_probe(&in, &p);
-
     smoe__budget b;
     r = smoe__budget_compute(&in, &b);
     const char *err = r < 0 ? smoe_last_error() : NULL;
@@ -353,18 +392,8 @@ int cmd_budget(int argc, char **argv)
         print_json(&a, &v, &p, &b, top_k_src, err);
     } else {
         print_text(&a, &v, &p, &b, top_k_src);
-        if (!err) {
-            printf("\nring       %u slots x %s = %s\n", b.slots, H(slot),
-                   H((uint64_t)b.slots * slot));
-            if (b.working_set && b.cliff)
-                printf("warning    the ring holds less than one token's experts (%u layers x "
-                       "top-%u = %" PRIu64 " slots): LRU retention will get almost no "
-                       "hits\n", v.layers, in.top_k, b.working_set);
-            else if (b.working_set)
-                printf("working    one token's experts: %u layers x top-%u = %" PRIu64
-                       " slots; the ring holds %.1f tokens' worth\n", v.layers, in.top_k,
-                       b.working_set, (double)b.slots / (double)b.working_set);
-        }
+        if (!err)
+            print_ring(&v, &b);
     }
     smoe__vault_free(&v);
     if (err)

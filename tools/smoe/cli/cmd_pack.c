@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "smoe/smoe.h"
+#include "args.h"
 #include "pack.h"
 #include "tool.h"
 
@@ -54,101 +55,104 @@ static void human(char *buf, size_t n, uint64_t bytes)
     snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
 }
 
-int cmd_pack(int argc, char **argv)
-{
-    const char *out = NULL, *source = NULL;
-    pack_opts o;
-    memset(&o, 0, sizeof o);
-    o.progress = isatty(STDERR_FILENO);
-    pack_patterns ps;
-    if (pack_patterns_init(&ps) < 0)
-        return tool_error("pack", "%s", smoe_last_error());
-    int rc = 0, list = 0;
+enum { OPT_PATTERN = 1, OPT_ALIGN };
 
-    for (int i = 1; i < argc && rc == 0; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            pack_patterns_free(&ps);
-            return 0;
-        } else if (!strcmp(a, "--list-patterns")) {
-            list = 1;
-        } else if (!strcmp(a, "--progress")) {
-            o.progress = 1;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            o.progress = 0;
-        } else if (!strcmp(a, "--out") || !strcmp(a, "-o") || !strcmp(a, "--scout") ||
-                   !strcmp(a, "--pattern") || !strcmp(a, "--component-align")) {
-            if (!v) {
-                rc = tool_error("pack", "%s needs a value", a);
-                break;
-            }
-            i++;
-            if (!strcmp(a, "--out") || !strcmp(a, "-o"))
-                out = v;
-            else if (!strcmp(a, "--scout"))
-                o.scout = v;
-            else if (!strcmp(a, "--pattern")) {
-                if (pack_patterns_add(&ps, v) < 0)
-                    rc = tool_error("pack", "%s", smoe_last_error());
-            } else if (tool_parse_u32(v, 256, 16384, &o.component_align) < 0 ||
-                       (o.component_align & (o.component_align - 1))) {
-                rc = tool_error("pack", "--component-align: '%s' is not a power of two from "
-                                "256 to 16384", v);
-            }
-        } else if (a[0] == '-' && a[1]) {
-            rc = tool_error("pack", "unknown option '%s' (see smoe pack --help)", a);
-        } else if (source) {
-            rc = tool_error("pack", "more than one SOURCE ('%s' and '%s')", source, a);
-        } else {
-            source = a;
-        }
+typedef struct pack_args {
+    const char *out, *source;
+    int list;
+    pack_opts o;
+    pack_patterns ps;
+} pack_args;
+
+static int pack_opt(void *ctx, const tool_opt *opt, const char *v)
+{
+    pack_args *a = ctx;
+    if (opt->id == OPT_PATTERN) {
+        if (pack_patterns_add(&a->ps, v) < 0)
+            return tool_error("pack", "%s", smoe_last_error());
+    } else if (tool_parse_u32(v, 256, 16384, &a->o.component_align) < 0 ||
+               (a->o.component_align & (a->o.component_align - 1))) {
+        return tool_error("pack", "--component-align: '%s' is not a power of two from 256 to "
+                          "16384", v);
     }
-    if (rc == 0 && list) {
-        for (uint32_t i = 0; i < ps.n; i++)
-            printf("%s\n", ps.p[i].spec);
-        pack_patterns_free(&ps);
-        return 0;
-    }
-    if (rc == 0 && (!out || !source)) {
+    return -1;
+}
+
+/* -1 to go on with a->ps to free; else the exit code, a->ps freed. */
+static int parse_args(int argc, char **argv, pack_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->o.progress = isatty(STDERR_FILENO);
+    if (pack_patterns_init(&a->ps) < 0)
+        return tool_error("pack", "%s", smoe_last_error());
+    const tool_opt opts[] = {
+        {"--list-patterns", NULL, TOOL_OPT_FLAG, 0, &a->list, 1},
+        {"--progress", NULL, TOOL_OPT_FLAG, 0, &a->o.progress, 1},
+        {"--quiet", "-q", TOOL_OPT_FLAG, 0, &a->o.progress, 0},
+        {"--out", "-o", TOOL_OPT_VALUE, 0, &a->out, 0},
+        {"--scout", NULL, TOOL_OPT_VALUE, 0, &a->o.scout, 0},
+        {"--pattern", NULL, TOOL_OPT_VALUE, OPT_PATTERN, NULL, 0},
+        {"--component-align", NULL, TOOL_OPT_VALUE, OPT_ALIGN, NULL, 0},
+        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+    };
+    const tool_cli cli = {
+        .cmd = "pack", .usage = usage, .opts = opts, .operand = &a->source,
+        .max_operands = 1, .unknown = "unknown option '%s' (see smoe pack --help)",
+        .extra = "more than one SOURCE ('%s' and '%s')", .status = 1,
+    };
+    int rc = tool_args_parse(&cli, argc, argv, pack_opt, a);
+    if (rc < 0 && a->list) {
+        for (uint32_t i = 0; i < a->ps.n; i++)
+            printf("%s\n", a->ps.p[i].spec);
+        rc = 0;
+    } else if (rc < 0 && (!a->out || !a->source)) {
         usage(stderr);
         rc = 2;
     }
-    if (rc) {
-        pack_patterns_free(&ps);
-        return rc;
-    }
+    if (rc >= 0)
+        pack_patterns_free(&a->ps);
+    return rc;
+}
 
-    o.out = out;
-    o.stop = &interrupted;
+static void print_result(const pack_args *a, const pack_result *r)
+{
+    char vb[32], sb[32], cb[32], rate[32];
+    human(vb, sizeof vb, r->vault_bytes);
+    human(sb, sizeof sb, r->scout_bytes);
+    human(cb, sizeof cb, r->source_bytes);
+    double secs = (double)r->ns / 1e9;
+    human(rate, sizeof rate, secs > 0 ? (uint64_t)((double)r->source_bytes / secs) : 0);
+    char *scout = a->o.scout ? NULL : pack_scout_path_for(a->out);
+    printf("%s: %" PRIu32 " layers x %" PRIu32 " experts, %" PRIu32 " blobs, %" PRIu32
+           " layout%s, %s\n", a->out, r->layers, r->experts, r->entries, r->layouts,
+           r->layouts == 1 ? "" : "s", vb);
+    printf("%s: %" PRIu64 " dense tensors, %s\n", a->o.scout ? a->o.scout : scout, r->n_scout,
+           sb);
+    printf("copied %s in %.2f s (%s/s)\n", cb, secs, rate);
+    free(scout);
+}
+
+int cmd_pack(int argc, char **argv)
+{
+    pack_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    a.o.out = a.out;
+    a.o.stop = &interrupted;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-
     pack_result r;
-    int err = pack_run(source, &ps, &o, &r);
+    int err = pack_run(a.source, &a.ps, &a.o, &r);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    pack_patterns_free(&ps);
+    pack_patterns_free(&a.ps);
     if (err < 0)
         return tool_error("pack", "%s", smoe_last_error());
-
-    char vb[32], sb[32], cb[32], rate[32];
-    human(vb, sizeof vb, r.vault_bytes);
-    human(sb, sizeof sb, r.scout_bytes);
-    human(cb, sizeof cb, r.source_bytes);
-    double secs = (double)r.ns / 1e9;
-    human(rate, sizeof rate, secs > 0 ? (uint64_t)((double)r.source_bytes / secs) : 0);
-    char *scout = o.scout ? NULL : pack_scout_path_for(out);
-    printf("%s: %" PRIu32 " layers x %" PRIu32 " experts, %" PRIu32 " blobs, %" PRIu32
-           " layout%s, %s\n", out, r.layers, r.experts, r.entries, r.layouts,
-           r.layouts == 1 ? "" : "s", vb);
-    printf("%s: %" PRIu64 " dense tensors, %s\n", o.scout ? o.scout : scout, r.n_scout, sb);
-    printf("copied %s in %.2f s (%s/s)\n", cb, secs, rate);
-    free(scout);
+    print_result(&a, &r);
     return 0;
 }

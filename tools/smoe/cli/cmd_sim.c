@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 
+#include "args.h"
 #include "sim.h"
 #include "sim_policy.h"
 #include "sim_rank.h"
@@ -17,9 +18,9 @@
 
 #define MAX_SIZES 16
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
         "usage: smoe sim [options] TRACE...\n"
         "Replay routing traces (docs/trace-format.md) through simulated eviction\n"
         "policies, one global cache of (layer, expert) entries, and print each hit\n"
@@ -50,7 +51,6 @@ static int usage(void)
         "  --stats             also print evictions, entries scanned and time per\n"
         "                      eviction, and reuse's final weights\n"
         "  --json FILE         write every figure as JSON\n");
-    return 2;
 }
 
 typedef struct size_spec {
@@ -187,33 +187,172 @@ typedef struct totals {
     int n[MAX_SIZES];
 } totals;
 
-static int run_trace(const sim_cfg *c, const char *path, json_object *jrows, totals *tot)
+/* The trace at path cut into steps as c asks; 0, or 1 after saying why
+ * (t is freed then). */
+static int load_steps(const sim_cfg *c, const char *path, tool_trace *t, simp_shape *sh,
+                      simp_steps *st)
 {
     char err[1024];
-    tool_trace t;
-    if (tool_trace_load(&t, path, err, sizeof err)) {
-        tool_trace_free(&t);
+    if (tool_trace_load(t, path, err, sizeof err)) {
+        tool_trace_free(t);
         return tool_error("sim", "%s", err);
     }
-    simp_shape sh = c->shape;
+    *sh = c->shape;
     if (c->half) {
-        sh.tok_begin = c->half == 1 ? 0 : t.n_tokens / 2;
-        sh.tok_end = c->half == 1 ? t.n_tokens / 2 : t.n_tokens;
+        sh->tok_begin = c->half == 1 ? 0 : t->n_tokens / 2;
+        sh->tok_end = c->half == 1 ? t->n_tokens / 2 : t->n_tokens;
     }
-    if (sh.tok_begin >= t.n_tokens || (sh.tok_end && sh.tok_end <= sh.tok_begin)) {
-        int rc = tool_error("sim", "%s: has %zu tokens, none in the range asked for", path,
-                            t.n_tokens);
-        tool_trace_free(&t);
+    int rc = 0;
+    if (sh->tok_begin >= t->n_tokens || (sh->tok_end && sh->tok_end <= sh->tok_begin))
+        rc = tool_error("sim", "%s: has %zu tokens, none in the range asked for", path,
+                        t->n_tokens);
+    else if (simp_steps_from_trace(t, sh, st))
+        rc = tool_error("sim", "out of memory");
+    if (rc)
+        tool_trace_free(t);
+    return rc;
+}
+
+/* The parameters of policy pi: its defaults, then what the line gave. */
+static void policy_params(const sim_cfg *c, int pi, simp_params *p)
+{
+    simp_params_default(p, (simp_policy)c->policies[pi]);
+    if (c->set_decay)
+        p->decay = c->over.decay;
+    if (c->set_lambda)
+        p->lambda = c->over.lambda;
+    if (c->set_rate)
+        p->rate = c->over.rate;
+    if (c->set_train)
+        p->train_max = c->over.train_max;
+    p->no_history = c->over.no_history;
+    p->no_current = c->over.no_current;
+}
+
+static json_object *policy_json(const simp_params *p, double rate, double frac,
+                                const simp_report *rep, uint64_t ns)
+{
+    json_object *jq = json_object_new_object();
+    json_object_object_add(jq, "hit_rate", json_object_new_double(rate));
+    json_object_object_add(jq, "of_belady", json_object_new_double(frac));
+    json_object_object_add(jq, "evictions", json_object_new_uint64(rep->evictions));
+    json_object_object_add(jq, "scanned", json_object_new_uint64(rep->scanned));
+    json_object_object_add(jq, "scan_ns", json_object_new_uint64(rep->scan_ns));
+    json_object_object_add(jq, "replay_ns", json_object_new_uint64(ns));
+    if (p->policy == SIMP_REUSE) {
+        json_object *jw = json_object_new_array();
+        for (int i = 0; i < SIMP_REUSE_W; i++)
+            json_object_array_add(jw, json_object_new_double(rep->weights[i]));
+        json_object_object_add(jq, "weights", jw);
+    }
+    return jq;
+}
+
+/* --stats: one line per policy, appended to buf[*used ..). */
+static void stats_line(char *buf, size_t cap, size_t *used, const simp_params *p,
+                       const simp_report *rep)
+{
+    size_t sl = *used;
+    if (sl < cap)
+        sl += (size_t)snprintf(buf + sl, cap - sl,
+                               "    %-6s %llu evictions, each %.1f entries scanned in %.0f ns "
+                               "(%.1f ns an entry)", simp_policy_name(p->policy),
+                               (unsigned long long)rep->evictions,
+                               ratio(rep->scanned, rep->evictions),
+                               ratio(rep->scan_ns, rep->evictions),
+                               ratio(rep->scan_ns, rep->scanned));
+    if (p->policy == SIMP_REUSE && sl < cap) {
+        sl += (size_t)snprintf(buf + sl, cap - sl, "; weights");
+        for (int i = 0; i < SIMP_REUSE_W && sl < cap; i++)
+            sl += (size_t)snprintf(buf + sl, cap - sl, " %.2f", rep->weights[i]);
+    }
+    if (sl < cap)
+        sl += (size_t)snprintf(buf + sl, cap - sl, "\n");
+    *used = sl;
+}
+
+/* One cache size of one trace: a row of the table, its JSON, its stats. */
+typedef struct size_run {
+    const sim_cfg *c;
+    const simp_steps *st;
+    uint32_t slots;
+    sim_result opt;           /* Belady at this size */
+    json_object *jpolicies;
+    char stats[2048];
+    size_t stats_len;
+} size_run;
+
+static int run_policy(size_run *z, int pi, totals *tot, int zi)
+{
+    simp_params p;
+    policy_params(z->c, pi, &p);
+    sim_result r;
+    simp_report rep;
+    uint64_t t0 = tool_now_ns();
+    if (simp_run(z->st, z->slots, &p, &r, NULL, &rep))
+        return tool_error("sim", "out of memory");
+    uint64_t ns = tool_now_ns() - t0;
+    double rate = ratio(r.hits, r.requests);
+    double frac = z->opt.hits ? (double)r.hits / (double)z->opt.hits : 0.0;
+    printf("  %6.3f (%.2f)", rate, frac);
+    tot->frac[zi][pi] += frac;
+    json_object_object_add(z->jpolicies, simp_policy_name(p.policy),
+                           policy_json(&p, rate, frac, &rep, ns));
+    if (z->c->stats)
+        stats_line(z->stats, sizeof z->stats, &z->stats_len, &p, &rep);
+    return 0;
+}
+
+/* Belady and every policy at size zi; its row goes to jrows. */
+static int run_size(const sim_cfg *c, const char *path, const simp_steps *st, uint32_t n_keys,
+                    int zi, const uint64_t *ceil_hits, uint64_t ceil_req, json_object *jrows,
+                    totals *tot)
+{
+    size_run z = {c, st, slots_of(&c->sizes[zi], n_keys), {0}, NULL, "", 0};
+    size_t n = simp_steps_requests(st);
+    char zname[32];
+    size_name(&c->sizes[zi], zname, sizeof zname);
+    if (sim_opt_keys(st->keys, n, n_keys, z.slots, &z.opt))
+        return tool_error("sim", "out of memory");
+    double opt_rate = ratio(z.opt.hits, z.opt.requests);
+    printf("%-38.38s %6s %7u  %6.3f", base_name(path), zname, z.slots, opt_rate);
+    if (c->ceiling)
+        printf("  %6.3f (%.2f)", ratio(ceil_hits[zi], ceil_req),
+               z.opt.hits ? (double)ceil_hits[zi] / (double)z.opt.hits : 0.0);
+    json_object *jr = json_object_new_object();
+    json_object_object_add(jr, "trace", json_object_new_string(path));
+    json_object_object_add(jr, "size", json_object_new_string(zname));
+    json_object_object_add(jr, "slots", json_object_new_uint64(z.slots));
+    json_object_object_add(jr, "requests", json_object_new_uint64(n));
+    json_object_object_add(jr, "belady", json_object_new_double(opt_rate));
+    if (c->ceiling)
+        json_object_object_add(jr, "ceiling",
+                               json_object_new_double(ratio(ceil_hits[zi], ceil_req)));
+    z.jpolicies = json_object_new_object();
+    int rc = 0;
+    for (int pi = 0; pi < c->n_policies && !rc; pi++)
+        rc = run_policy(&z, pi, tot, zi);
+    if (rc) {
+        json_object_put(z.jpolicies);
+        json_object_put(jr);
         return rc;
     }
+    printf("\n%s", z.stats);
+    json_object_object_add(jr, "policies", z.jpolicies);
+    json_object_array_add(jrows, jr);
+    tot->n[zi]++;
+    return 0;
+}
+
+static int run_trace(const sim_cfg *c, const char *path, json_object *jrows, totals *tot)
+{
+    tool_trace t;
+    simp_shape sh;
     simp_steps st;
-    if (simp_steps_from_trace(&t, &sh, &st)) {
-        tool_trace_free(&t);
-        return tool_error("sim", "out of memory");
-    }
+    int rc = load_steps(c, path, &t, &sh, &st);
+    if (rc)
+        return rc;
     uint32_t n_keys = t.layers * t.experts;
-    size_t n = simp_steps_requests(&st);
-    int rc = 0;
     uint64_t ceil_hits[MAX_SIZES] = {0}, ceil_req = 0;
     if (c->ceiling) {
         uint32_t sz[MAX_SIZES];
@@ -223,246 +362,183 @@ static int run_trace(const sim_cfg *c, const char *path, json_object *jrows, tot
                             &ceil_req))
             rc = tool_error("sim", "out of memory");
     }
-    for (int zi = 0; zi < c->n_sizes && !rc; zi++) {
-        uint32_t slots = slots_of(&c->sizes[zi], n_keys);
-        char zname[32];
-        size_name(&c->sizes[zi], zname, sizeof zname);
-        sim_result opt;
-        if (sim_opt_keys(st.keys, n, n_keys, slots, &opt)) {
-            rc = tool_error("sim", "out of memory");
-            break;
-        }
-        double opt_rate = ratio(opt.hits, opt.requests);
-        printf("%-38.38s %6s %7u  %6.3f", base_name(path), zname, slots, opt_rate);
-        if (c->ceiling)
-            printf("  %6.3f (%.2f)", ratio(ceil_hits[zi], ceil_req),
-                   opt.hits ? (double)ceil_hits[zi] / (double)opt.hits : 0.0);
-        json_object *jr = json_object_new_object();
-        json_object_object_add(jr, "trace", json_object_new_string(path));
-        json_object_object_add(jr, "size", json_object_new_string(zname));
-        json_object_object_add(jr, "slots", json_object_new_uint64(slots));
-        json_object_object_add(jr, "requests", json_object_new_uint64(n));
-        json_object_object_add(jr, "belady", json_object_new_double(opt_rate));
-        if (c->ceiling)
-            json_object_object_add(jr, "ceiling",
-                                   json_object_new_double(ratio(ceil_hits[zi], ceil_req)));
-        json_object *jp = json_object_new_object();
-        char stats[2048] = "";
-        size_t sl = 0;
-        for (int pi = 0; pi < c->n_policies; pi++) {
-            simp_params p;
-            simp_params_default(&p, (simp_policy)c->policies[pi]);
-            if (c->set_decay)
-                p.decay = c->over.decay;
-            if (c->set_lambda)
-                p.lambda = c->over.lambda;
-            if (c->set_rate)
-                p.rate = c->over.rate;
-            if (c->set_train)
-                p.train_max = c->over.train_max;
-            p.no_history = c->over.no_history;
-            p.no_current = c->over.no_current;
-            sim_result r;
-            simp_report rep;
-            uint64_t t0 = tool_now_ns();
-            if (simp_run(&st, slots, &p, &r, NULL, &rep)) {
-                rc = tool_error("sim", "out of memory");
-                break;
-            }
-            uint64_t ns = tool_now_ns() - t0;
-            double rate = ratio(r.hits, r.requests);
-            double frac = opt.hits ? (double)r.hits / (double)opt.hits : 0.0;
-            printf("  %6.3f (%.2f)", rate, frac);
-            tot->frac[zi][pi] += frac;
-            json_object *jq = json_object_new_object();
-            json_object_object_add(jq, "hit_rate", json_object_new_double(rate));
-            json_object_object_add(jq, "of_belady", json_object_new_double(frac));
-            json_object_object_add(jq, "evictions", json_object_new_uint64(rep.evictions));
-            json_object_object_add(jq, "scanned", json_object_new_uint64(rep.scanned));
-            json_object_object_add(jq, "scan_ns", json_object_new_uint64(rep.scan_ns));
-            json_object_object_add(jq, "replay_ns", json_object_new_uint64(ns));
-            if (p.policy == SIMP_REUSE) {
-                json_object *jw = json_object_new_array();
-                for (int i = 0; i < SIMP_REUSE_W; i++)
-                    json_object_array_add(jw, json_object_new_double(rep.weights[i]));
-                json_object_object_add(jq, "weights", jw);
-            }
-            json_object_object_add(jp, simp_policy_name(p.policy), jq);
-            if (c->stats && sl < sizeof stats) {
-                sl += (size_t)snprintf(stats + sl, sizeof stats - sl,
-                                       "    %-6s %llu evictions, each %.1f entries scanned "
-                                       "in %.0f ns (%.1f ns an entry)",
-                                       simp_policy_name(p.policy),
-                                       (unsigned long long)rep.evictions,
-                                       ratio(rep.scanned, rep.evictions),
-                                       ratio(rep.scan_ns, rep.evictions),
-                                       ratio(rep.scan_ns, rep.scanned));
-                if (p.policy == SIMP_REUSE && sl < sizeof stats) {
-                    sl += (size_t)snprintf(stats + sl, sizeof stats - sl, "; weights");
-                    for (int i = 0; i < SIMP_REUSE_W && sl < sizeof stats; i++)
-                        sl += (size_t)snprintf(stats + sl, sizeof stats - sl, " %.2f",
-                                               rep.weights[i]);
-                }
-                if (sl < sizeof stats)
-                    sl += (size_t)snprintf(stats + sl, sizeof stats - sl, "\n");
-            }
-        }
-        printf("\n%s", stats);
-        json_object_object_add(jr, "policies", jp);
-        json_object_array_add(jrows, jr);
-        tot->n[zi]++;
-    }
+    for (int zi = 0; zi < c->n_sizes && !rc; zi++)
+        rc = run_size(c, path, &st, n_keys, zi, ceil_hits, ceil_req, jrows, tot);
     simp_steps_free(&st);
     tool_trace_free(&t);
+    return rc;
+}
+
+enum {
+    OPT_POLICY = 1, OPT_SIZE, OPT_TOKENS, OPT_HALF, OPT_GROUP, OPT_SHUFFLE_TOKENS,
+    OPT_SHUFFLE_LAYERS, OPT_ONE_SHOT, OPT_DECAY, OPT_LAMBDA, OPT_RATE, OPT_TRAIN
+};
+
+typedef struct sim_parse {
+    sim_cfg *c;
+    const char **traces;
+    int n_traces;
+} sim_parse;
+
+/* A u32 option in [lo, hi]: 0, or 2 after saying what it expected. */
+static int u32_opt(const char *v, uint32_t lo, uint32_t hi, uint32_t *out, const char *fmt,
+                   const char *name)
+{
+    if (tool_parse_u32(v, lo, hi, out) == 0)
+        return -1;
+    tool_error("sim", fmt, name);
+    return 2;
+}
+
+static int sim_opt(void *ctx, const tool_opt *o, const char *v)
+{
+    sim_parse *sp = ctx;
+    sim_cfg *c = sp->c;
+    uint32_t u = 0;
+    int rc = -1;
+    if (!o) {
+        sp->traces[sp->n_traces++] = v;
+        return -1;
+    }
+    switch (o->id) {
+    case OPT_POLICY: return parse_policies(v, c) ? 2 : -1;
+    case OPT_SIZE: return parse_sizes(v, c) ? 2 : -1;
+    case OPT_TOKENS:
+        c->tokens_set = 1;
+        return parse_range(v, &c->shape) ? 2 : -1;
+    case OPT_HALF:
+        rc = u32_opt(v, 1, 2, &u, "%s: expected 1 or 2", o->name);
+        c->half = (int)u;
+        return rc;
+    case OPT_GROUP:
+        return u32_opt(v, 1, 1u << 20, &c->shape.group,
+                       "%s: expected tokens per step, 1 .. 1048576", o->name);
+    case OPT_SHUFFLE_TOKENS:
+    case OPT_SHUFFLE_LAYERS:
+        rc = u32_opt(v, 1, UINT32_MAX, &u, "%s: expected a seed >= 1", o->name);
+        *(o->id == OPT_SHUFFLE_TOKENS ? &c->shape.shuffle_tokens : &c->shape.shuffle_layers) = u;
+        return rc;
+    case OPT_ONE_SHOT:
+        return u32_opt(v, 0, 1u << 20, &c->shape.one_shot,
+                       "%s: expected reads per step, 0 .. 1048576", o->name);
+    case OPT_DECAY:
+        c->set_decay = 1;
+        return parse_double(o->name, v, 0.0, 1.0, &c->over.decay) ? 2 : -1;
+    case OPT_LAMBDA:
+        c->set_lambda = 1;
+        return parse_double(o->name, v, 0.0, 1000.0, &c->over.lambda) ? 2 : -1;
+    case OPT_RATE:
+        c->set_rate = 1;
+        return parse_double(o->name, v, 0.0, 1.0, &c->over.rate) ? 2 : -1;
+    default: /* OPT_TRAIN */
+        c->set_train = 1;
+        return u32_opt(v, 1, 64, &c->over.train_max, "%s: expected 1 .. 64", o->name);
+    }
+}
+/* The command line into c and traces: -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, sim_cfg *c, const char **traces, int *n_traces)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < SIMP_N_POLICIES; i++)
+        c->policies[c->n_policies++] = i;
+    static const double def_pct[] = {10, 25, 50};
+    for (int i = 0; i < 3; i++)
+        c->sizes[c->n_sizes++].pct = def_pct[i];
+#define VAL(name, id) {name, NULL, TOOL_OPT_VALUE, id, NULL, 0}
+    const tool_opt opts[] = {
+        {"--no-history", NULL, TOOL_OPT_FLAG, 0, &c->over.no_history, 1},
+        {"--no-current", NULL, TOOL_OPT_FLAG, 0, &c->over.no_current, 1},
+        {"--stats", NULL, TOOL_OPT_FLAG, 0, &c->stats, 1},
+        {"--ceiling", NULL, TOOL_OPT_FLAG, 0, &c->ceiling, 1},
+        {"--json", NULL, TOOL_OPT_VALUE, 0, &c->json_path, 0},
+        VAL("--policy", OPT_POLICY), VAL("--size", OPT_SIZE), VAL("--tokens", OPT_TOKENS),
+        VAL("--half", OPT_HALF), VAL("--group", OPT_GROUP),
+        VAL("--shuffle-tokens", OPT_SHUFFLE_TOKENS), VAL("--shuffle-layers", OPT_SHUFFLE_LAYERS),
+        VAL("--one-shot", OPT_ONE_SHOT), VAL("--decay", OPT_DECAY), VAL("--lambda", OPT_LAMBDA),
+        VAL("--rate", OPT_RATE), VAL("--train", OPT_TRAIN),
+        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+    };
+#undef VAL
+    const tool_cli cli = {
+        .cmd = "sim", .usage = usage, .opts = opts, .max_operands = -1,
+        .no_value = "%s: expected a value (see --help)",
+        .unknown = "unknown option '%s' (see --help)",
+    };
+    sim_parse sp = {c, traces, 0};
+    int rc = tool_args_parse(&cli, argc, argv, sim_opt, &sp);
+    *n_traces = sp.n_traces;
+    if (rc >= 0)
+        return rc;
+    if (c->ceiling && (c->shape.group > 1 || c->shape.shuffle_tokens ||
+                       c->shape.shuffle_layers || c->shape.one_shot))
+        return tool_error("sim", "--ceiling ranks tokens in their order: not with --group, "
+                          "--shuffle-tokens, --shuffle-layers or --one-shot") + 1;
+    if (!sp.n_traces || (c->half && c->tokens_set))
+        return tool_error("sim", sp.n_traces ? "--half and --tokens exclude each other"
+                                             : "expected at least one trace (see --help)") + 1;
+    return -1;
+}
+
+static void print_head(const sim_cfg *c)
+{
+    printf("%-38s %6s %7s  %6s", "trace", "size", "slots", "belady");
+    if (c->ceiling)
+        printf("  %-13s", "ceiling");
+    for (int pi = 0; pi < c->n_policies; pi++)
+        printf("  %-13s", simp_policy_name((simp_policy)c->policies[pi]));
+    printf("\n");
+}
+
+/* With several traces: each size's mean fraction of Belady per policy. */
+static void print_means(const sim_cfg *c, const totals *tot)
+{
+    for (int zi = 0; zi < c->n_sizes; zi++) {
+        char zname[32];
+        size_name(&c->sizes[zi], zname, sizeof zname);
+        printf("%-38s %6s %7s  %6s", "mean fraction of belady", zname, "", "");
+        if (c->ceiling)
+            printf("  %-13s", "");
+        for (int pi = 0; pi < c->n_policies; pi++)
+            printf("         (%.2f)", tot->n[zi] ? tot->frac[zi][pi] / tot->n[zi] : 0.0);
+        printf("\n");
+    }
+}
+
+static int write_json(const char *path, json_object *jrows)
+{
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "rows", json_object_get(jrows));
+    int rc = 0;
+    if (json_object_to_file_ext(path, root, JSON_C_TO_STRING_PRETTY))
+        rc = tool_error("sim", "%s: cannot write: %s", path, json_util_get_last_err());
+    json_object_put(root);
     return rc;
 }
 
 int cmd_sim(int argc, char **argv)
 {
     sim_cfg c;
-    memset(&c, 0, sizeof c);
-    for (int i = 0; i < SIMP_N_POLICIES; i++)
-        c.policies[c.n_policies++] = i;
-    static const double def_pct[] = {10, 25, 50};
-    for (int i = 0; i < 3; i++)
-        c.sizes[c.n_sizes++].pct = def_pct[i];
-    const char **traces = calloc((size_t)argc, sizeof *traces);
     int n_traces = 0;
+    const char **traces = calloc((size_t)argc, sizeof *traces);
     if (!traces)
         return tool_error("sim", "out of memory");
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            free(traces);
-            return usage(), 0;
-        }
-        if (!strcmp(a, "--no-history")) {
-            c.over.no_history = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-current")) {
-            c.over.no_current = 1;
-            continue;
-        }
-        if (!strcmp(a, "--stats")) {
-            c.stats = 1;
-            continue;
-        }
-        if (!strcmp(a, "--ceiling")) {
-            c.ceiling = 1;
-            continue;
-        }
-        if (a[0] != '-') {
-            traces[n_traces++] = a;
-            continue;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            free(traces);
-            return tool_error("sim", "%s: expected a value (see --help)", a) + 1;
-        }
-        i++;
-        int bad;
-        uint32_t u;
-        if (!strcmp(a, "--policy")) {
-            bad = parse_policies(v, &c);
-        } else if (!strcmp(a, "--size")) {
-            bad = parse_sizes(v, &c);
-        } else if (!strcmp(a, "--tokens")) {
-            bad = parse_range(v, &c.shape);
-            c.tokens_set = 1;
-        } else if (!strcmp(a, "--half")) {
-            bad = tool_parse_u32(v, 1, 2, &u) ? tool_error("sim", "--half: expected 1 or 2")
-                                              : 0;
-            c.half = (int)u;
-        } else if (!strcmp(a, "--group")) {
-            bad = tool_parse_u32(v, 1, 1u << 20, &c.shape.group)
-                      ? tool_error("sim", "--group: expected tokens per step, 1 .. 1048576")
-                      : 0;
-        } else if (!strcmp(a, "--shuffle-tokens") || !strcmp(a, "--shuffle-layers")) {
-            bad = tool_parse_u32(v, 1, UINT32_MAX, &u)
-                      ? tool_error("sim", "%s: expected a seed >= 1", a)
-                      : 0;
-            if (!strcmp(a, "--shuffle-tokens"))
-                c.shape.shuffle_tokens = u;
-            else
-                c.shape.shuffle_layers = u;
-        } else if (!strcmp(a, "--one-shot")) {
-            bad = tool_parse_u32(v, 0, 1u << 20, &c.shape.one_shot)
-                      ? tool_error("sim", "--one-shot: expected reads per step, 0 .. 1048576")
-                      : 0;
-        } else if (!strcmp(a, "--decay")) {
-            bad = parse_double(a, v, 0.0, 1.0, &c.over.decay);
-            c.set_decay = 1;
-        } else if (!strcmp(a, "--lambda")) {
-            bad = parse_double(a, v, 0.0, 1000.0, &c.over.lambda);
-            c.set_lambda = 1;
-        } else if (!strcmp(a, "--rate")) {
-            bad = parse_double(a, v, 0.0, 1.0, &c.over.rate);
-            c.set_rate = 1;
-        } else if (!strcmp(a, "--train")) {
-            bad = tool_parse_u32(v, 1, 64, &c.over.train_max)
-                      ? tool_error("sim", "--train: expected 1 .. 64")
-                      : 0;
-            c.set_train = 1;
-        } else if (!strcmp(a, "--json")) {
-            c.json_path = v;
-            bad = 0;
-        } else {
-            free(traces);
-            return tool_error("sim", "unknown option '%s' (see --help)", a) + 1;
-        }
-        if (bad) {
-            free(traces);
-            return 2;
-        }
-    }
-    if (c.ceiling && (c.shape.group > 1 || c.shape.shuffle_tokens || c.shape.shuffle_layers ||
-                      c.shape.one_shot)) {
+    int rc = parse_args(argc, argv, &c, traces, &n_traces);
+    if (rc >= 0) {
         free(traces);
-        return tool_error("sim", "--ceiling ranks tokens in their order: not with --group, "
-                          "--shuffle-tokens, --shuffle-layers or --one-shot") + 1;
+        return rc;
     }
-    if (!n_traces || (c.half && c.tokens_set)) {
-        free(traces);
-        return tool_error("sim", n_traces ? "--half and --tokens exclude each other"
-                                          : "expected at least one trace (see --help)") + 1;
-    }
-
-    printf("%-38s %6s %7s  %6s", "trace", "size", "slots", "belady");
-    if (c.ceiling)
-        printf("  %-13s", "ceiling");
-    for (int pi = 0; pi < c.n_policies; pi++)
-        printf("  %-13s", simp_policy_name((simp_policy)c.policies[pi]));
-    printf("\n");
+    print_head(&c);
     json_object *jrows = json_object_new_array();
     totals tot;
     memset(&tot, 0, sizeof tot);
-    int rc = 0;
+    rc = 0;
     for (int i = 0; i < n_traces && !rc; i++)
         rc = run_trace(&c, traces[i], jrows, &tot);
     free(traces);
-    if (!rc && n_traces > 1) {
-        for (int zi = 0; zi < c.n_sizes; zi++) {
-            char zname[32];
-            size_name(&c.sizes[zi], zname, sizeof zname);
-            printf("%-38s %6s %7s  %6s", "mean fraction of belady", zname, "", "");
-            if (c.ceiling)
-                printf("  %-13s", "");
-            for (int pi = 0; pi < c.n_policies; pi++)
-                printf("         (%.2f)", tot.n[zi] ? tot.frac[zi][pi] / tot.n[zi] : 0.0);
-            printf("\n");
-        }
-    }
-    if (!rc && c.json_path) {
-        json_object *root = json_object_new_object();
-        json_object_object_add(root, "rows", json_object_get(jrows));
-        if (json_object_to_file_ext(c.json_path, root, JSON_C_TO_STRING_PRETTY))
-            rc = tool_error("sim", "%s: cannot write: %s", c.json_path,
-                            json_util_get_last_err());
-        json_object_put(root);
-    }
+    if (!rc && n_traces > 1)
+        print_means(&c, &tot);
+    if (!rc && c.json_path)
+        rc = write_json(c.json_path, jrows);
     json_object_put(jrows);
     return rc;
 }
