@@ -166,119 +166,132 @@ static int replay(pool *p, bench_clock *c, bench_result *r)
     return 0;
 }
 
+/* The vault as the mode reads it: a descriptor (pagecache: buffered,
+ * direct: O_DIRECT) and, but for direct, a read-only mapping (the data of
+ * mmap, the page-cache probe of pagecache). 0, or -1 with r->error. */
+static int open_vault(pool *p, bench_result *r)
+{
+    const bench_cfg *cfg = p->env->cfg;
+    if (p->mode != BENCH_MMAP) {
+        p->fd = smoe__io_open(&smoe__io_os, cfg->vault,
+                              SMOE__IO_RDONLY | (p->mode == BENCH_DIRECT ? SMOE__IO_DIRECT : 0));
+        if (p->fd < 0) {
+            snprintf(r->error, sizeof r->error, "%s: cannot open%s: %s", cfg->vault,
+                     p->mode == BENCH_DIRECT ? " with O_DIRECT" : "", strerror(-p->fd));
+            return -1;
+        }
+        if (p->mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
+            tool_advise_random(p->fd);
+    }
+    if (p->mode == BENCH_DIRECT)
+        return 0;
+    int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
+    if (mfd < 0) {
+        snprintf(r->error, sizeof r->error, "%s: cannot open: %s", cfg->vault, strerror(errno));
+        return -1;
+    }
+    p->map_len = p->env->file_size;
+    void *m = mmap(NULL, p->map_len, PROT_READ, MAP_SHARED, mfd, 0);
+    close(mfd);
+    if (m == MAP_FAILED) {
+        snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", cfg->vault,
+                 (unsigned long long)p->map_len, strerror(errno));
+        return -1;
+    }
+    p->map = m;
+    if (p->mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
+        (void)posix_madvise(m, p->map_len, POSIX_MADV_RANDOM);
+    return 0;
+}
+
+/* A 16 KiB-aligned buffer and a mincore vector per task position. */
+static int alloc_buffers(pool *p, bench_result *r)
+{
+    const bench_env *env = p->env;
+    size_t vec_len = (size_t)((env->slot_bytes + p->page - 1) / p->page);
+    for (uint32_t i = 0; i < env->max_k; i++) {
+        void *b;
+        if (posix_memalign(&b, BUF_ALIGN, (size_t)env->slot_bytes)) {
+            snprintf(r->error, sizeof r->error, "out of memory for %u buffers of %llu bytes",
+                     env->max_k, (unsigned long long)env->slot_bytes);
+            return -1;
+        }
+        p->bufs[i] = b;
+        if (!(p->vecs[i] = malloc(vec_len))) {
+            snprintf(r->error, sizeof r->error, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The reader threads; *started counts those running. */
+static int start_readers(pool *p, pthread_t *th, uint32_t *started, bench_result *r)
+{
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    for (; *started < p->env->cfg->workers; ++*started)
+        if (pthread_create(&th[*started], NULL, worker_main, p)) {
+            snprintf(r->error, sizeof r->error, "cannot start reader thread %u", *started);
+            return -1;
+        }
+    return 0;
+}
+
+static void stop_readers(pool *p, pthread_t *th, uint32_t started)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+}
+
+/* The timed replay: CPU, bytes from storage, waits. */
+static void timed_replay(pool *p, bench_result *r)
+{
+    r->start_rss = bench_rss_now();
+    bench_clock c;
+    if (bench_clock_init(&c, p->env, bench_mode_name(p->mode)) < 0) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        return;
+    }
+    double u0, s0;
+    bench_cpu_now(&u0, &s0);
+    uint64_t io0 = bench_io_read_bytes();
+    int rc = replay(p, &c, r);
+    uint64_t io1 = bench_io_read_bytes();
+    bench_clock_finish(&c, r, u0, s0);
+    if (p->mode != BENCH_DIRECT)
+        r->bytes_read = io1 - io0;
+    r->workers = p->env->cfg->workers;
+    r->ok = rc == 0;
+}
+
 void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result *r)
 {
-    const bench_cfg *cfg = env->cfg;
     pool p;
     memset(&p, 0, sizeof p);
     p.env = env;
     p.mode = mode;
     p.fd = -1;
     p.page = (size_t)sysconf(_SC_PAGESIZE);
-    p.willneed = cfg->os_advice == BENCH_ADVICE_WILLNEED;
+    p.willneed = env->cfg->os_advice == BENCH_ADVICE_WILLNEED;
     r->slots = (uint32_t)(memory / env->slot_bytes);
     snprintf(r->hit_method, sizeof r->hit_method, mode == BENCH_DIRECT ? "none" : "mincore");
-    pthread_t *th = calloc(cfg->workers, sizeof *th);
+    pthread_t *th = calloc(env->cfg->workers, sizeof *th);
     uint32_t started = 0;
-    int inited = 0;
-    if (!th) {
+    if (!th)
         snprintf(r->error, sizeof r->error, "out of memory");
-        return;
-    }
-
-    int flags = O_RDONLY | O_CLOEXEC;
-    if (mode == BENCH_DIRECT) {
-#if defined(O_DIRECT)
-        flags |= O_DIRECT;
-#endif
-    }
-    if (mode != BENCH_MMAP) {
-        p.fd = open(cfg->vault, flags);
-        if (p.fd < 0) {
-            snprintf(r->error, sizeof r->error, "%s: cannot open%s: %s", cfg->vault,
-                     mode == BENCH_DIRECT ? " with O_DIRECT" : "", strerror(errno));
-            goto out;
-        }
-#if defined(__APPLE__)
-        if (mode == BENCH_DIRECT)
-            (void)fcntl(p.fd, F_NOCACHE, 1);
-#endif
-        if (mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
-            tool_advise_random(p.fd);
-    }
-    if (mode != BENCH_DIRECT) {
-        int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
-        if (mfd < 0) {
-            snprintf(r->error, sizeof r->error, "%s: cannot open: %s", cfg->vault,
-                     strerror(errno));
-            goto out;
-        }
-        p.map_len = env->file_size;
-        void *m = mmap(NULL, p.map_len, PROT_READ, MAP_SHARED, mfd, 0);
-        close(mfd);
-        if (m == MAP_FAILED) {
-            snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", cfg->vault,
-                     (unsigned long long)p.map_len, strerror(errno));
-            goto out;
-        }
-        p.map = m;
-        if (mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
-            (void)posix_madvise(m, p.map_len, POSIX_MADV_RANDOM);
-    }
-    size_t vec_len = (size_t)((env->slot_bytes + p.page - 1) / p.page);
-    for (uint32_t i = 0; i < env->max_k; i++) {
-        void *b;
-        if (posix_memalign(&b, BUF_ALIGN, (size_t)env->slot_bytes)) {
-            snprintf(r->error, sizeof r->error, "out of memory for %u buffers of %llu bytes",
-                     env->max_k, (unsigned long long)env->slot_bytes);
-            goto out;
-        }
-        p.bufs[i] = b;
-        p.vecs[i] = malloc(vec_len);
-        if (!p.vecs[i]) {
-            snprintf(r->error, sizeof r->error, "out of memory");
-            goto out;
-        }
-    }
-    pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.work_cv, NULL);
-    pthread_cond_init(&p.done_cv, NULL);
-    inited = 1;
-    for (; started < cfg->workers; started++)
-        if (pthread_create(&th[started], NULL, worker_main, &p)) {
-            snprintf(r->error, sizeof r->error, "cannot start reader thread %u", started);
-            goto out;
-        }
-
-    r->start_rss = bench_rss_now();
-    bench_clock c;
-    if (bench_clock_init(&c, env, bench_mode_name(mode)) < 0) {
-        snprintf(r->error, sizeof r->error, "out of memory");
-        goto out;
-    }
-    double u0, s0;
-    bench_cpu_now(&u0, &s0);
-    uint64_t io0 = bench_io_read_bytes();
-    int rc = replay(&p, &c, r);
-    uint64_t io1 = bench_io_read_bytes();
-    bench_clock_finish(&c, r, u0, s0);
-    if (mode != BENCH_DIRECT)
-        r->bytes_read = io1 - io0;
-    r->workers = cfg->workers;
-    r->ok = rc == 0;
-out:
-    if (inited) {
-        pthread_mutex_lock(&p.mu);
-        p.stop = 1;
-        pthread_cond_broadcast(&p.work_cv);
-        pthread_mutex_unlock(&p.mu);
-    }
-    for (uint32_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    if (inited) {
-        pthread_mutex_destroy(&p.mu);
-        pthread_cond_destroy(&p.work_cv);
-        pthread_cond_destroy(&p.done_cv);
+    else if (open_vault(&p, r) == 0 && alloc_buffers(&p, r) == 0) {
+        if (start_readers(&p, th, &started, r) == 0)
+            timed_replay(&p, r);
+        stop_readers(&p, th, started);
     }
     free(th);
     for (uint32_t i = 0; i < TRACE_MAX_K; i++) {

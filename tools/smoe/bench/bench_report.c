@@ -94,9 +94,13 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            "(Belady) %.3f\n", sim->slots, sim->lru, sim->lfu, sim->reuse, sim->opt);
 }
 
-void bench_print_table(const bench_env *env, const bench_result *res, int n)
+static const char *eviction_name(uint64_t eviction)
 {
-    (void)env;
+    return eviction == SMOE_EVICT_LRU ? "lru" : eviction == SMOE_EVICT_REUSE ? "reuse" : "?";
+}
+
+static void print_rows(const bench_result *res, int n)
+{
     printf("\n%-10s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s %7s\n", "mode", "tok/s",
            "wait/tok", "p50", "p99", "hit", "joins", "read", "GB/s", "CPU s", "peak RSS",
            "limit");
@@ -118,40 +122,52 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
                ratio((double)r->bytes_read / 1e9, r->elapsed_s), cpu_per_gb(r),
                (double)r->peak_rss / MIB, lim);
     }
-    const bench_result *s = find(res, n, BENCH_SMOE);
-    if (s && s->wait_mean_us > 0) {
-        int any = 0;
-        for (int i = 0; i < n; i++) {
-            const bench_result *r = &res[i];
-            if (!r->ok || r->mode == BENCH_SMOE)
-                continue;
-            if (!any)
-                printf("\nagainst smoe (wait per token: mode / smoe, > 1 means smoe waits "
-                       "less; tok/s: smoe / mode):\n");
-            any = 1;
-            printf("  %-10s wait %.2fx   p99 %.2fx   tok/s %.2fx\n", bench_mode_name(r->mode),
-                   ratio(r->wait_mean_us, s->wait_mean_us),
-                   ratio(r->wait_p99_us, s->wait_p99_us),
-                   ratio(ratio((double)s->tokens, s->elapsed_s),
-                         ratio((double)r->tokens, r->elapsed_s)));
-        }
-    }
+}
+
+/* Every other mode against smoe, side by side. */
+static void print_vs_smoe(const bench_result *res, int n, const bench_result *s)
+{
+    if (!s || s->wait_mean_us <= 0)
+        return;
+    int any = 0;
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
-        if (!r->ok || r->mode == BENCH_PAGECACHE || r->mode == BENCH_MMAP ||
-            r->mode == BENCH_DIRECT)
+        if (!r->ok || r->mode == BENCH_SMOE)
             continue;
-        printf("%s: %s eviction, %.1f slots scanned per scan; %llu KiB chunks; prefetch to READY: demand p50 %.2f ms, p99 %.2f ms",
-               bench_mode_name(r->mode),
-               r->eviction == SMOE_EVICT_LRU ? "lru" : r->eviction == SMOE_EVICT_REUSE ? "reuse" : "?",
+        if (!any)
+            printf("\nagainst smoe (wait per token: mode / smoe, > 1 means smoe waits "
+                   "less; tok/s: smoe / mode):\n");
+        any = 1;
+        printf("  %-10s wait %.2fx   p99 %.2fx   tok/s %.2fx\n", bench_mode_name(r->mode),
+               ratio(r->wait_mean_us, s->wait_mean_us), ratio(r->wait_p99_us, s->wait_p99_us),
+               ratio(ratio((double)s->tokens, s->elapsed_s),
+                     ratio((double)r->tokens, r->elapsed_s)));
+    }
+}
+
+/* The library runs: eviction scans, chunks, time from prefetch to READY. */
+static void print_library(const bench_result *res, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        if (!r->ok || !is_library(r->mode))
+            continue;
+        printf("%s: %s eviction, %.1f slots scanned per scan; %llu KiB chunks; prefetch to "
+               "READY: demand p50 %.2f ms, p99 %.2f ms", bench_mode_name(r->mode),
+               eviction_name(r->eviction),
                ratio((double)r->evict_scanned, (double)r->evict_scans),
-               (unsigned long long)r->chunk_bytes / 1024,
-               r->ready_demand_p50_ns / 1e6, r->ready_demand_p99_ns / 1e6);
+               (unsigned long long)r->chunk_bytes / 1024, r->ready_demand_p50_ns / 1e6,
+               r->ready_demand_p99_ns / 1e6);
         if (r->mode == BENCH_SMOE_SPEC)
             printf("; speculative p50 %.2f ms, p99 %.2f ms", r->ready_spec_p50_ns / 1e6,
                    r->ready_spec_p99_ns / 1e6);
         printf("\n");
     }
+}
+
+/* The first tokens' waits, and the library's histogram and pre-warm. */
+static void print_first_tokens(const bench_result *res, int n)
+{
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (!r->ok)
@@ -167,18 +183,33 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
                    (unsigned long long)r->prewarm_hits, (unsigned long long)r->prewarm_passes);
         printf("\n");
     }
-    const bench_result *sp = find(res, n, BENCH_SMOE_SPEC);
-    if (s && sp) {
-        double c0 = ratio((double)(s->hits + s->joins), (double)s->requests);
-        double c1 = ratio((double)(sp->hits + sp->joins), (double)sp->requests);
-        printf("\nspeculation: coverage (hits + joins) %.3f -> %.3f (%+.3f); %llu speculative "
-               "prefetches, %llu reads queued, %llu used, %.2f GiB wasted; mean wait per "
-               "token %.2f -> %.2f ms (%+.1f%%)\n",
-               c0, c1, c1 - c0, (unsigned long long)sp->spec_issued,
-               (unsigned long long)sp->spec_queued, (unsigned long long)sp->spec_used,
-               (double)sp->spec_wasted_bytes / GIB, s->wait_mean_us / 1e3,
-               sp->wait_mean_us / 1e3, 100.0 * (ratio(sp->wait_mean_us, s->wait_mean_us) - 1));
-    }
+}
+
+/* smoe+spec against smoe: coverage, reads, waste, wait. */
+static void print_speculation(const bench_result *s, const bench_result *sp)
+{
+    if (!s || !sp)
+        return;
+    double c0 = ratio((double)(s->hits + s->joins), (double)s->requests);
+    double c1 = ratio((double)(sp->hits + sp->joins), (double)sp->requests);
+    printf("\nspeculation: coverage (hits + joins) %.3f -> %.3f (%+.3f); %llu speculative "
+           "prefetches, %llu reads queued, %llu used, %.2f GiB wasted; mean wait per "
+           "token %.2f -> %.2f ms (%+.1f%%)\n",
+           c0, c1, c1 - c0, (unsigned long long)sp->spec_issued,
+           (unsigned long long)sp->spec_queued, (unsigned long long)sp->spec_used,
+           (double)sp->spec_wasted_bytes / GIB, s->wait_mean_us / 1e3,
+           sp->wait_mean_us / 1e3, 100.0 * (ratio(sp->wait_mean_us, s->wait_mean_us) - 1));
+}
+
+void bench_print_table(const bench_env *env, const bench_result *res, int n)
+{
+    (void)env;
+    const bench_result *s = find(res, n, BENCH_SMOE);
+    print_rows(res, n);
+    print_vs_smoe(res, n, s);
+    print_library(res, n);
+    print_first_tokens(res, n);
+    print_speculation(s, find(res, n, BENCH_SMOE_SPEC));
     fflush(stdout);
 }
 
@@ -204,6 +235,61 @@ static void add_b(json_object *o, const char *k, int v)
     json_object_object_add(o, k, json_object_new_boolean(v));
 }
 
+static json_object *library_json(const bench_result *r)
+{
+    json_object *l = json_object_new_object();
+    add_s(l, "eviction", eviction_name(r->eviction));
+    add_u64(l, "evict_scans", r->evict_scans);
+    add_u64(l, "evict_scanned", r->evict_scanned);
+    add_s(l, "io_mode", r->io_mode == 1 ? "direct" : r->io_mode == 2 ? "buffered" : "?");
+    add_b(l, "verify", (int)r->verify);
+    add_u64(l, "full", r->full);
+    add_u64(l, "claim_waits", r->claim_waits);
+    add_u64(l, "evictions", r->evictions);
+    add_u64(l, "spec_issued", r->spec_issued);
+    add_u64(l, "spec_queued", r->spec_queued);
+    add_u64(l, "spec_skipped", r->spec_skipped);
+    add_u64(l, "spec_used", r->spec_used);
+    add_u64(l, "spec_upgraded", r->spec_upgraded);
+    add_u64(l, "spec_cancelled", r->spec_cancelled);
+    add_u64(l, "spec_wasted_bytes", r->spec_wasted_bytes);
+    add_u64(l, "chunk_bytes", r->chunk_bytes);
+    add_u64(l, "ready_demand_p50_ns", r->ready_demand_p50_ns);
+    add_u64(l, "ready_demand_p99_ns", r->ready_demand_p99_ns);
+    add_u64(l, "ready_spec_p50_ns", r->ready_spec_p50_ns);
+    add_u64(l, "ready_spec_p99_ns", r->ready_spec_p99_ns);
+    add_s(l, "freq_status", freq_name(r->freq_status));
+    add_u64(l, "prewarm_slots", r->prewarm_slots);
+    add_u64(l, "prewarm_passes", r->prewarm_passes);
+    add_u64(l, "prewarm_reads", r->prewarm_reads);
+    add_u64(l, "prewarm_reads_before_first_token", r->prewarm_reads_idle);
+    add_u64(l, "prewarm_hits", r->prewarm_hits);
+    return l;
+}
+
+static json_object *vs_smoe_json(const bench_result *r, const bench_result *smoe)
+{
+    json_object *v = json_object_new_object();
+    add_d(v, "wait_mean", ratio(r->wait_mean_us, smoe->wait_mean_us));
+    add_d(v, "wait_p50", ratio(r->wait_p50_us, smoe->wait_p50_us));
+    add_d(v, "wait_p99", ratio(r->wait_p99_us, smoe->wait_p99_us));
+    add_d(v, "smoe_speedup_tokens_per_s",
+          ratio(ratio((double)smoe->tokens, smoe->elapsed_s),
+                ratio((double)r->tokens, r->elapsed_s)));
+    return v;
+}
+
+static json_object *waits_json(const bench_result *r)
+{
+    json_object *w = json_object_new_object();
+    add_d(w, "mean", r->wait_mean_us);
+    add_d(w, "p50", r->wait_p50_us);
+    add_d(w, "p99", r->wait_p99_us);
+    add_d(w, "first_token", r->wait_first_us);
+    add_d(w, "first_10_mean", r->wait_first10_us);
+    return w;
+}
+
 static json_object *result_json(const bench_result *r, const bench_result *smoe)
 {
     json_object *o = json_object_new_object();
@@ -218,13 +304,7 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
     add_u64(o, "tokens", r->tokens);
     add_d(o, "elapsed_s", r->elapsed_s);
     add_d(o, "tokens_per_s", ratio((double)r->tokens, r->elapsed_s));
-    json_object *w = json_object_new_object();
-    add_d(w, "mean", r->wait_mean_us);
-    add_d(w, "p50", r->wait_p50_us);
-    add_d(w, "p99", r->wait_p99_us);
-    add_d(w, "first_token", r->wait_first_us);
-    add_d(w, "first_10_mean", r->wait_first10_us);
-    json_object_object_add(o, "wait_us_per_token", w);
+    json_object_object_add(o, "wait_us_per_token", waits_json(r));
     add_d(o, "wait_total_s", r->wait_total_s);
     add_u64(o, "requests", r->requests);
     add_u64(o, "hits", r->hits);
@@ -247,73 +327,30 @@ static json_object *result_json(const bench_result *r, const bench_result *smoe)
     add_u64(o, "cgroup_peak_bytes", r->cgroup_peak);
     add_b(o, "caches_dropped", r->caches_dropped);
     add_u64(o, "workers", r->workers);
-    if (is_library(r->mode)) {
-        json_object *l = json_object_new_object();
-        add_s(l, "eviction", r->eviction == SMOE_EVICT_LRU     ? "lru"
-                             : r->eviction == SMOE_EVICT_REUSE ? "reuse"
-                                                               : "?");
-        add_u64(l, "evict_scans", r->evict_scans);
-        add_u64(l, "evict_scanned", r->evict_scanned);
-        add_s(l, "io_mode", r->io_mode == 1 ? "direct" : r->io_mode == 2 ? "buffered" : "?");
-        add_b(l, "verify", (int)r->verify);
-        add_u64(l, "full", r->full);
-        add_u64(l, "claim_waits", r->claim_waits);
-        add_u64(l, "evictions", r->evictions);
-        add_u64(l, "spec_issued", r->spec_issued);
-        add_u64(l, "spec_queued", r->spec_queued);
-        add_u64(l, "spec_skipped", r->spec_skipped);
-        add_u64(l, "spec_used", r->spec_used);
-        add_u64(l, "spec_upgraded", r->spec_upgraded);
-        add_u64(l, "spec_cancelled", r->spec_cancelled);
-        add_u64(l, "spec_wasted_bytes", r->spec_wasted_bytes);
-        add_u64(l, "chunk_bytes", r->chunk_bytes);
-        add_u64(l, "ready_demand_p50_ns", r->ready_demand_p50_ns);
-        add_u64(l, "ready_demand_p99_ns", r->ready_demand_p99_ns);
-        add_u64(l, "ready_spec_p50_ns", r->ready_spec_p50_ns);
-        add_u64(l, "ready_spec_p99_ns", r->ready_spec_p99_ns);
-        add_s(l, "freq_status", freq_name(r->freq_status));
-        add_u64(l, "prewarm_slots", r->prewarm_slots);
-        add_u64(l, "prewarm_passes", r->prewarm_passes);
-        add_u64(l, "prewarm_reads", r->prewarm_reads);
-        add_u64(l, "prewarm_reads_before_first_token", r->prewarm_reads_idle);
-        add_u64(l, "prewarm_hits", r->prewarm_hits);
-        json_object_object_add(o, "library", l);
-    }
-    if (smoe && r->mode != BENCH_SMOE) {
-        json_object *v = json_object_new_object();
-        add_d(v, "wait_mean", ratio(r->wait_mean_us, smoe->wait_mean_us));
-        add_d(v, "wait_p50", ratio(r->wait_p50_us, smoe->wait_p50_us));
-        add_d(v, "wait_p99", ratio(r->wait_p99_us, smoe->wait_p99_us));
-        add_d(v, "smoe_speedup_tokens_per_s",
-              ratio(ratio((double)smoe->tokens, smoe->elapsed_s),
-                    ratio((double)r->tokens, r->elapsed_s)));
-        json_object_object_add(o, "vs_smoe", v);
-    }
+    if (is_library(r->mode))
+        json_object_object_add(o, "library", library_json(r));
+    if (smoe && r->mode != BENCH_SMOE)
+        json_object_object_add(o, "vs_smoe", vs_smoe_json(r, smoe));
     return o;
 }
 
-int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_result *res,
-                     int n, const bench_point *pts, int n_pts, const char *cg_note)
+static json_object *vault_json(const bench_env *env)
 {
-    const bench_cfg *cfg = env->cfg;
-    if (!cfg->json_path)
-        return 0;
-    const tool_trace *t = &env->trace;
-    json_object *root = json_object_new_object();
-    add_s(root, "tool", "smoe bench");
-    add_s(root, "library_version", smoe_version_string());
-
     json_object *v = json_object_new_object();
-    add_s(v, "path", cfg->vault);
+    add_s(v, "path", env->cfg->vault);
     add_u64(v, "layers", env->layers);
     add_u64(v, "experts", env->experts);
     add_u64(v, "slot_bytes", env->slot_bytes);
     add_u64(v, "total_padded_bytes", env->total_padded);
     add_u64(v, "file_bytes", env->file_size);
-    json_object_object_add(root, "vault", v);
+    return v;
+}
 
+static json_object *trace_json(const bench_env *env)
+{
+    const tool_trace *t = &env->trace;
     json_object *tr = json_object_new_object();
-    add_s(tr, "path", cfg->trace_path);
+    add_s(tr, "path", env->cfg->trace_path);
     add_s(tr, "model", t->model);
     add_s(tr, "source", t->source);
     add_u64(tr, "layers", t->layers);
@@ -325,8 +362,13 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
     add_u64(tr, "tokens", env->n_tokens);
     add_u64(tr, "expert_requests", env->requests);
     add_d(tr, "adjacent_overlap", env->overlap);
-    json_object_object_add(root, "trace", tr);
+    return tr;
+}
 
+static json_object *config_json(const bench_env *env, const bench_sim *sim,
+                                const char *cg_note)
+{
+    const bench_cfg *cfg = env->cfg;
     json_object *c = json_object_new_object();
     add_u64(c, "memory_bytes", cfg->memory);
     add_d(c, "memory_fraction", ratio((double)cfg->memory, (double)env->total_padded));
@@ -344,39 +386,57 @@ int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_res
     add_u64(c, "idle_ms", cfg->idle_ms);
     json_object_object_add(c, "read_ahead_kb", json_object_new_int(env->read_ahead_kb));
     add_s(c, "memory_note", cg_note);
-    json_object_object_add(root, "config", c);
+    return c;
+}
 
+/* The simulated hit rates of one cache size into o. */
+static void add_sim(json_object *o, const bench_sim *sim)
+{
+    add_d(o, "lru_hit_rate", sim->lru);
+    add_d(o, "opt_hit_rate", sim->opt);
+    add_d(o, "lfu_hit_rate", sim->lfu);
+    add_d(o, "reuse_hit_rate", sim->reuse);
+}
+
+static json_object *sweep_json(const bench_point *pts, int n_pts)
+{
+    json_object *sw = json_object_new_array();
+    for (int i = 0; i < n_pts; i++) {
+        json_object *p = json_object_new_object();
+        add_u64(p, "memory_bytes", pts[i].sim.memory);
+        add_u64(p, "slots", pts[i].sim.slots);
+        add_sim(p, &pts[i].sim);
+        json_object_object_add(p, "smoe_lru", result_json(&pts[i].lru, NULL));
+        json_object_object_add(p, "smoe_reuse", result_json(&pts[i].reuse, NULL));
+        json_object_object_add(p, "pagecache", result_json(&pts[i].pagecache, NULL));
+        json_object_array_add(sw, p);
+    }
+    return sw;
+}
+
+int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_result *res,
+                     int n, const bench_point *pts, int n_pts, const char *cg_note)
+{
+    const bench_cfg *cfg = env->cfg;
+    if (!cfg->json_path)
+        return 0;
+    json_object *root = json_object_new_object();
+    add_s(root, "tool", "smoe bench");
+    add_s(root, "library_version", smoe_version_string());
+    json_object_object_add(root, "vault", vault_json(env));
+    json_object_object_add(root, "trace", trace_json(env));
+    json_object_object_add(root, "config", config_json(env, sim, cg_note));
     json_object *off = json_object_new_object();
     add_u64(off, "slots", sim->slots);
-    add_d(off, "lru_hit_rate", sim->lru);
-    add_d(off, "opt_hit_rate", sim->opt);
-    add_d(off, "lfu_hit_rate", sim->lfu);
-    add_d(off, "reuse_hit_rate", sim->reuse);
+    add_sim(off, sim);
     json_object_object_add(root, "offline", off);
-
     const bench_result *smoe = find(res, n, BENCH_SMOE);
     json_object *modes = json_object_new_array();
     for (int i = 0; i < n; i++)
         json_object_array_add(modes, result_json(&res[i], smoe));
     json_object_object_add(root, "modes", modes);
-
-    if (n_pts) {
-        json_object *sw = json_object_new_array();
-        for (int i = 0; i < n_pts; i++) {
-            json_object *p = json_object_new_object();
-            add_u64(p, "memory_bytes", pts[i].sim.memory);
-            add_u64(p, "slots", pts[i].sim.slots);
-            add_d(p, "lru_hit_rate", pts[i].sim.lru);
-            add_d(p, "opt_hit_rate", pts[i].sim.opt);
-            add_d(p, "lfu_hit_rate", pts[i].sim.lfu);
-            add_d(p, "reuse_hit_rate", pts[i].sim.reuse);
-            json_object_object_add(p, "smoe_lru", result_json(&pts[i].lru, NULL));
-            json_object_object_add(p, "smoe_reuse", result_json(&pts[i].reuse, NULL));
-            json_object_object_add(p, "pagecache", result_json(&pts[i].pagecache, NULL));
-            json_object_array_add(sw, p);
-        }
-        json_object_object_add(root, "sweep", sw);
-    }
+    if (n_pts)
+        json_object_object_add(root, "sweep", sweep_json(pts, n_pts));
     int rc = json_object_to_file_ext(cfg->json_path, root,
                                      JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
     json_object_put(root);

@@ -52,12 +52,84 @@ static void idle(uint32_t ms)
     }
 }
 
-static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c,
-                  bench_result *r)
+/* One (token, layer) row as the replay sees it. */
+typedef struct row_ref {
+    uint32_t layer, k;
+    const uint32_t *e; /* the k routed experts */
+} row_ref;
+
+/* Demand-prefetch the row's experts, counting hits, joins and misses as
+ * the offline simulators do. 0, or -1 with r->error. */
+static int demand_row(const bench_env *env, smoe_stream *s, const row_ref *w, bench_result *r)
+{
+    for (uint32_t i = 0; i < w->k; i++) {
+        int st = demand(s, w->layer, w->e[i], r);
+        if (st == SMOE_RESIDENT)
+            r->hits++;
+        else if (st == SMOE_INFLIGHT)
+            r->joins++;
+        else if (st == SMOE_QUEUED)
+            r->misses++;
+        else
+            return fail(r, "smoe_prefetch", w->layer, w->e[i], st);
+        r->bytes_requested += env->blobs[(size_t)w->layer * env->experts + w->e[i]].padded;
+    }
+    return 0;
+}
+
+/* Speculative prefetches after a row's demand: the next gate ranks
+ * (--spec), and the previous token's experts of the next layer
+ * (--spec-next-layer, prev_next: that row or SIZE_MAX). */
+static void speculate(const bench_env *env, smoe_stream *s, size_t row, const row_ref *w,
+                      size_t prev_next, bench_result *r)
 {
     const bench_cfg *cfg = env->cfg;
     const tool_trace *t = &env->trace;
+    if (cfg->spec) {
+        uint32_t m = t->spec_off[row + 1] - t->spec_off[row];
+        if (m > cfg->spec)
+            m = cfg->spec;
+        for (uint32_t i = 0; i < m; i++) {
+            (void)smoe_prefetch(s, w->layer, t->spec[t->spec_off[row] + i],
+                                SMOE_PREFETCH_SPECULATIVE);
+            r->spec_issued++;
+        }
+    }
+    if (cfg->spec_next_layer && w->layer + 1 < env->layers && prev_next != SIZE_MAX) {
+        for (uint32_t i = t->row_off[prev_next]; i < t->row_off[prev_next + 1]; i++) {
+            (void)smoe_prefetch(s, w->layer + 1, t->ids[i], SMOE_PREFETCH_SPECULATIVE);
+            r->spec_issued++;
+        }
+    }
+}
+
+/* Claim the row's experts (waiting), compute, release; the wait is added
+ * to *wait. 0, or -1 with r->error. */
+static int claim_row(const bench_env *env, smoe_stream *s, const row_ref *w, uint64_t *wait,
+                     bench_result *r)
+{
     smoe_blob blobs[TRACE_MAX_K];
+    uint64_t t0 = tool_now_ns();
+    uint32_t held = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < w->k && !rc; i++) {
+        int st = smoe_claim_wait(s, w->layer, w->e[i], CLAIM_TIMEOUT_NS, &blobs[i]);
+        if (st < 0)
+            rc = fail(r, "smoe_claim_wait", w->layer, w->e[i], st);
+        else
+            held++;
+    }
+    *wait += tool_now_ns() - t0;
+    bench_spin_us(env->cfg->compute_us);
+    for (uint32_t i = 0; i < held; i++)
+        (void)smoe_release(s, &blobs[i]);
+    return rc;
+}
+
+static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c,
+                  bench_result *r)
+{
+    const tool_trace *t = &env->trace;
     /* row of the previous token for each layer, for --spec-next-layer */
     size_t *rows = malloc((size_t)env->layers * 2 * sizeof *rows);
     if (!rows) {
@@ -71,60 +143,18 @@ static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c
     for (size_t tok = 0; tok < env->n_tokens && !rc; tok++) {
         uint64_t wait = 0;
         for (size_t row = t->tok_row[tok]; row < t->tok_row[tok + 1] && !rc; row++) {
-            uint32_t layer = t->row_layer[row];
-            const uint32_t *e = &t->ids[t->row_off[row]];
-            uint32_t k = t->row_off[row + 1] - t->row_off[row];
-            cur_row[layer] = row;
-            for (uint32_t i = 0; i < k; i++) {
-                int st = demand(s, layer, e[i], r);
-                if (st == SMOE_RESIDENT)
-                    r->hits++;
-                else if (st == SMOE_INFLIGHT)
-                    r->joins++;
-                else if (st == SMOE_QUEUED)
-                    r->misses++;
-                else {
-                    rc = fail(r, "smoe_prefetch", layer, e[i], st);
-                    break;
-                }
-                r->bytes_requested += env->blobs[(size_t)layer * env->experts + e[i]].padded;
-            }
-            r->requests += k;
-            c->requests += k;
+            row_ref w = {t->row_layer[row], t->row_off[row + 1] - t->row_off[row],
+                         &t->ids[t->row_off[row]]};
+            cur_row[w.layer] = row;
+            rc = demand_row(env, s, &w, r);
+            r->requests += w.k;
+            c->requests += w.k;
             if (rc)
                 break;
-            if (spec && cfg->spec) {
-                uint32_t m = t->spec_off[row + 1] - t->spec_off[row];
-                if (m > cfg->spec)
-                    m = cfg->spec;
-                for (uint32_t i = 0; i < m; i++) {
-                    (void)smoe_prefetch(s, layer, t->spec[t->spec_off[row] + i],
-                                        SMOE_PREFETCH_SPECULATIVE);
-                    r->spec_issued++;
-                }
-            }
-            if (spec && cfg->spec_next_layer && layer + 1 < env->layers &&
-                prev_row[layer + 1] != SIZE_MAX) {
-                size_t pr = prev_row[layer + 1];
-                for (uint32_t i = t->row_off[pr]; i < t->row_off[pr + 1]; i++) {
-                    (void)smoe_prefetch(s, layer + 1, t->ids[i], SMOE_PREFETCH_SPECULATIVE);
-                    r->spec_issued++;
-                }
-            }
-            uint64_t t0 = tool_now_ns();
-            uint32_t held = 0;
-            for (uint32_t i = 0; i < k; i++) {
-                int st = smoe_claim_wait(s, layer, e[i], CLAIM_TIMEOUT_NS, &blobs[i]);
-                if (st < 0) {
-                    rc = fail(r, "smoe_claim_wait", layer, e[i], st);
-                    break;
-                }
-                held++;
-            }
-            wait += tool_now_ns() - t0;
-            bench_spin_us(cfg->compute_us);
-            for (uint32_t i = 0; i < held; i++)
-                (void)smoe_release(s, &blobs[i]);
+            if (spec)
+                speculate(env, s, row, &w,
+                          w.layer + 1 < env->layers ? prev_row[w.layer + 1] : SIZE_MAX, r);
+            rc = claim_row(env, s, &w, &wait, r);
         }
         c->wait_ns[tok] = wait;
         c->hits = r->hits + r->joins;
@@ -139,18 +169,46 @@ static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c
     return rc;
 }
 
-void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r)
+/* The library's own figures after the replay. */
+static void copy_stats(const smoe_stats *st, bench_result *r)
+{
+    r->bytes_read = st->bytes_read;
+    r->io_mode = st->io_mode;
+    r->verify = st->verify;
+    r->workers = st->workers;
+    r->claim_waits = st->claim_waits;
+    r->spec_queued = st->spec_queued;
+    r->spec_skipped = st->spec_skipped;
+    r->spec_used = st->spec_used;
+    r->spec_wasted_bytes = st->spec_wasted_bytes;
+    r->spec_upgraded = st->spec_upgraded;
+    r->spec_cancelled = st->spec_cancelled;
+    r->evictions = st->evictions;
+    r->eviction = st->eviction;
+    r->evict_scans = st->evict_scans;
+    r->evict_scanned = st->evict_scanned;
+    r->chunk_bytes = st->chunk_bytes;
+    r->ready_demand_p50_ns = st->ready_demand_p50_ns;
+    r->ready_demand_p99_ns = st->ready_demand_p99_ns;
+    r->ready_spec_p50_ns = st->ready_spec_p50_ns;
+    r->ready_spec_p99_ns = st->ready_spec_p99_ns;
+    r->freq_status = st->freq_status;
+    r->prewarm_slots = st->prewarm_slots;
+    r->prewarm_passes = st->prewarm_passes;
+    r->prewarm_reads = st->prewarm_reads;
+    r->prewarm_hits = st->prewarm_hits;
+    if (st->slots)
+        r->slots = (uint32_t)st->slots;
+}
+
+/* The stream of this run: r->slots slots, the mode's eviction policy. */
+static smoe_stream *open_stream(const bench_env *env, bench_result *r)
 {
     const bench_cfg *cfg = env->cfg;
-    snprintf(r->hit_method, sizeof r->hit_method, "library");
-    uint64_t slots = memory / env->slot_bytes;
-    if (slots > UINT32_MAX)
-        slots = UINT32_MAX;
-    r->slots = (uint32_t)slots;
     smoe_open_opts o;
     smoe_open_opts_init(&o);
     o.workers = cfg->workers;
-    o.ring_slots = (uint32_t)slots;
+    o.ring_slots = r->slots;
     o.flags = cfg->open_flags;
     o.verify = cfg->verify;
     o.chunk_bytes = cfg->chunk;
@@ -162,62 +220,45 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     int rc = smoe_open(cfg->vault, &o, &s);
     if (rc < 0) {
         snprintf(r->error, sizeof r->error, "smoe_open(%s, %u slots): %s: %s", cfg->vault,
-                 (unsigned)slots, smoe_err_name(rc), smoe_last_error());
-        return;
+                 (unsigned)r->slots, smoe_err_name(rc), smoe_last_error());
+        return NULL;
     }
+    return s;
+}
+
+void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r)
+{
+    snprintf(r->hit_method, sizeof r->hit_method, "library");
+    uint64_t slots = memory / env->slot_bytes;
+    r->slots = slots > UINT32_MAX ? UINT32_MAX : (uint32_t)slots;
+    smoe_stream *s = open_stream(env, r);
+    if (!s)
+        return;
     r->start_rss = bench_rss_now();
-    if (cfg->idle_ms) {
+    if (env->cfg->idle_ms) {
         /* An engine between requests: idle, so pre-warm (when on) may load
          * the histogram's hottest experts; then busy for the replay, as an
          * engine is while it decodes. */
-        idle(cfg->idle_ms);
+        idle(env->cfg->idle_ms);
         (void)smoe_set_busy(s, 1);
     }
     smoe_stats st0 = SMOE_STATS_INIT;
     if (smoe_get_stats(s, &st0) == 0)
         r->prewarm_reads_idle = st0.prewarm_reads;
     bench_clock c;
+    int rc = -1;
     if (bench_clock_init(&c, env, bench_mode_name(r->mode)) < 0) {
         snprintf(r->error, sizeof r->error, "out of memory");
-        smoe_close(s);
-        return;
-    }
-    double u0, s0;
-    bench_cpu_now(&u0, &s0);
-    rc = replay(env, s, spec, &c, r);
-    bench_clock_finish(&c, r, u0, s0);
-    /* busy stays set until close: clearing it would start a pre-warm pass
-     * whose reads would count in the figures below */
-
-    smoe_stats st = SMOE_STATS_INIT;
-    if (smoe_get_stats(s, &st) == 0) {
-        r->bytes_read = st.bytes_read;
-        r->io_mode = st.io_mode;
-        r->verify = st.verify;
-        r->workers = st.workers;
-        r->claim_waits = st.claim_waits;
-        r->spec_queued = st.spec_queued;
-        r->spec_skipped = st.spec_skipped;
-        r->spec_used = st.spec_used;
-        r->spec_wasted_bytes = st.spec_wasted_bytes;
-        r->spec_upgraded = st.spec_upgraded;
-        r->spec_cancelled = st.spec_cancelled;
-        r->evictions = st.evictions;
-        r->eviction = st.eviction;
-        r->evict_scans = st.evict_scans;
-        r->evict_scanned = st.evict_scanned;
-        r->chunk_bytes = st.chunk_bytes;
-        r->ready_demand_p50_ns = st.ready_demand_p50_ns;
-        r->ready_demand_p99_ns = st.ready_demand_p99_ns;
-        r->ready_spec_p50_ns = st.ready_spec_p50_ns;
-        r->ready_spec_p99_ns = st.ready_spec_p99_ns;
-        r->freq_status = st.freq_status;
-        r->prewarm_slots = st.prewarm_slots;
-        r->prewarm_passes = st.prewarm_passes;
-        r->prewarm_reads = st.prewarm_reads;
-        r->prewarm_hits = st.prewarm_hits;
-        if (st.slots)
-            r->slots = (uint32_t)st.slots;
+    } else {
+        double u0, s0;
+        bench_cpu_now(&u0, &s0);
+        rc = replay(env, s, spec, &c, r);
+        bench_clock_finish(&c, r, u0, s0);
+        /* busy stays set until close: clearing it would start a pre-warm
+         * pass whose reads would count in the figures below */
+        smoe_stats st = SMOE_STATS_INIT;
+        if (smoe_get_stats(s, &st) == 0)
+            copy_stats(&st, r);
     }
     if (smoe_close(s) < 0 && !rc) {
         snprintf(r->error, sizeof r->error, "smoe_close: %s", smoe_last_error());

@@ -231,53 +231,80 @@ static int add_layout(pack_plan *p, const smoe_component *comps, uint32_t n, uin
     return 0;
 }
 
-/* Plan one layer from its records r[0..n) (sorted by component). */
-static int plan_layer(pack_plan *p, const pack_source *s, uint32_t layer,
-                      const rec *r, size_t n, int32_t *cells)
+/* One layer being planned: its records r[0..n) (sorted by component), the
+ * distinct components in blob order, and which record gives each expert
+ * each component (cells[e * nc + c], -1 for none). */
+typedef struct layer_plan {
+    pack_plan *p;
+    const pack_source *s;
+    uint32_t layer;
+    const rec *r;
+    size_t n;
+    int32_t *cells;
+    uint32_t nc;
+    size_t first_of[MAX_COMPS]; /* first record of each component */
+    smoe_component comps[MAX_COMPS];
+} layer_plan;
+
+static const char *tensor_name(const layer_plan *lp, size_t record)
 {
-    uint32_t E = p->experts;
-    /* Distinct components, in blob order. */
-    uint32_t nc = 0;
-    size_t first_of[MAX_COMPS];
-    for (size_t i = 0; i < n; i++) {
+    return lp->s->tensors[lp->r[record].tensor].name;
+}
+
+/* The distinct components of the layer, each from one pattern only. */
+static int find_components(layer_plan *lp)
+{
+    const rec *r = lp->r;
+    for (size_t i = 0; i < lp->n; i++) {
         if (i && !strcmp(r[i].m.comp, r[i - 1].m.comp))
             continue;
-        if (nc == MAX_COMPS)
+        if (lp->nc == MAX_COMPS)
             return smoe__fail(SMOE_ECOUNT, "%s: layer %" PRIu32 " has more than %u expert "
-                              "components", s->path, layer, MAX_COMPS);
-        for (uint32_t c = 0; c < nc; c++)
-            if (!strcmp(r[first_of[c]].m.comp, r[i].m.comp))
+                              "components", lp->s->path, lp->layer, MAX_COMPS);
+        for (uint32_t c = 0; c < lp->nc; c++)
+            if (!strcmp(r[lp->first_of[c]].m.comp, r[i].m.comp))
                 return smoe__fail(SMOE_EDUP, "layer %" PRIu32 ": component '%s' comes from "
                                   "both '%s' and '%s' (two patterns give the same name)",
-                                  layer, r[i].m.comp, s->tensors[r[first_of[c]].tensor].name,
-                                  s->tensors[r[i].tensor].name);
-        first_of[nc++] = i;
+                                  lp->layer, r[i].m.comp, tensor_name(lp, lp->first_of[c]),
+                                  tensor_name(lp, i));
+        lp->first_of[lp->nc++] = i;
     }
+    return 0;
+}
+
+/* Which record gives each (expert, component); a second one is an error. */
+static int fill_cells(layer_plan *lp)
+{
+    const uint32_t E = lp->p->experts, nc = lp->nc;
     for (size_t k = 0; k < (size_t)E * nc; k++)
-        cells[k] = -1;
-    for (size_t i = 0, c = 0; i < n; i++) {
-        while (c + 1 < nc && first_of[c + 1] <= i)
+        lp->cells[k] = -1;
+    for (size_t i = 0, c = 0; i < lp->n; i++) {
+        while (c + 1 < nc && lp->first_of[c + 1] <= i)
             c++;
-        const pack_tensor *t = &s->tensors[r[i].tensor];
-        uint32_t lo = 0, hi = E;
-        if (r[i].m.kind == PACK_PAT_EXPERT) {
-            lo = r[i].m.expert;
-            hi = lo + 1;
-        }
+        const pack_match *m = &lp->r[i].m;
+        uint32_t lo = m->kind == PACK_PAT_EXPERT ? m->expert : 0;
+        uint32_t hi = m->kind == PACK_PAT_EXPERT ? lo + 1 : E;
         for (uint32_t e = lo; e < hi; e++) {
-            int32_t *cell = &cells[(size_t)e * nc + c];
+            int32_t *cell = &lp->cells[(size_t)e * nc + c];
             if (*cell >= 0)
                 return smoe__fail(SMOE_EDUP, "layer %" PRIu32 ", expert %" PRIu32 ": component "
-                                  "'%s' comes from both '%s' and '%s'", layer, e, r[i].m.comp,
-                                  s->tensors[r[*cell].tensor].name, t->name);
+                                  "'%s' comes from both '%s' and '%s'", lp->layer, e, m->comp,
+                                  tensor_name(lp, (size_t)*cell), tensor_name(lp, i));
             *cell = (int32_t)i;
         }
     }
-    /* Completeness: every expert, every component. */
+    return 0;
+}
+
+/* Completeness: every expert has every component. */
+static int check_complete(const layer_plan *lp)
+{
+    const uint32_t E = lp->p->experts, nc = lp->nc;
+    const pack_source *s = lp->s;
     for (uint32_t e = 0; e < E; e++) {
         uint32_t have = 0, miss = 0;
         for (uint32_t c = 0; c < nc; c++) {
-            if (cells[(size_t)e * nc + c] >= 0)
+            if (lp->cells[(size_t)e * nc + c] >= 0)
                 have++;
             else if (!miss)
                 miss = c + 1;
@@ -287,103 +314,305 @@ static int plan_layer(pack_plan *p, const pack_source *s, uint32_t layer,
         /* Name a tensor of another expert for the message. */
         const char *example = "?";
         for (uint32_t o = 0; o < E; o++) {
-            int32_t cell = cells[(size_t)o * nc + (miss ? miss - 1 : 0)];
+            int32_t cell = lp->cells[(size_t)o * nc + (miss ? miss - 1 : 0)];
             if (cell >= 0) {
-                example = s->tensors[r[cell].tensor].name;
+                example = tensor_name(lp, (size_t)cell);
                 break;
             }
         }
         if (have == 0)
             return smoe__fail(SMOE_ENOENT, "%s: layer %" PRIu32 ": expert %" PRIu32 " is "
                               "missing (expected %" PRIu32 " experts%s%s; other experts have "
-                              "e.g. '%s')", s->path, layer, e, E,
+                              "e.g. '%s')", s->path, lp->layer, e, E,
                               s->meta.experts_from ? " from " : "",
                               s->meta.experts_from ? s->meta.experts_from : "", example);
         return smoe__fail(SMOE_ENOENT, "%s: layer %" PRIu32 ", expert %" PRIu32 ": no tensor "
-                          "for component '%s' (other experts have e.g. '%s')", s->path, layer,
-                          e, r[first_of[miss - 1]].m.comp, example);
+                          "for component '%s' (other experts have e.g. '%s')", s->path,
+                          lp->layer, e, lp->r[lp->first_of[miss - 1]].m.comp, example);
     }
+    return 0;
+}
 
-    /* Component shapes, the same for every expert. */
-    smoe_component comps[MAX_COMPS];
-    uint64_t off = 0;
-    for (uint32_t c = 0; c < nc; c++) {
-        uint64_t slice;
-        const rec *r0 = &r[cells[c]];
-        int rc = comp_of(s, r0, E, &comps[c], &slice);
-        if (rc < 0)
+/* Component c's shape, the same for every expert. */
+static int component_shape(layer_plan *lp, uint32_t c)
+{
+    const uint32_t E = lp->p->experts, nc = lp->nc;
+    const pack_source *s = lp->s;
+    uint64_t slice;
+    const rec *r0 = &lp->r[lp->cells[c]];
+    int rc = comp_of(s, r0, E, &lp->comps[c], &slice);
+    for (uint32_t e = 1; e < E && rc == 0; e++) {
+        const rec *re = &lp->r[lp->cells[(size_t)e * nc + c]];
+        if (re->tensor == r0->tensor)
+            continue;
+        smoe_component ce;
+        if ((rc = comp_of(s, re, E, &ce, &slice)) < 0)
             return rc;
-        for (uint32_t e = 1; e < E; e++) {
-            const rec *re = &r[cells[(size_t)e * nc + c]];
-            if (re->tensor == r0->tensor)
-                continue;
-            smoe_component ce;
-            if ((rc = comp_of(s, re, E, &ce, &slice)) < 0)
-                return rc;
-            if (!same_comp(&comps[c], &ce)) {
-                char a[160], b[160];
-                return smoe__fail(SMOE_EFORMAT, "%s: layer %" PRIu32 ", component '%s': "
-                                  "inconsistent expert shapes: expert 0 ('%s') is %s %s, "
-                                  "expert %" PRIu32 " ('%s') is %s %s",
-                                  file_of(s, &s->tensors[re->tensor]), layer, comps[c].name,
-                                  s->tensors[r0->tensor].name, smoe_dtype_name(comps[c].dtype),
-                                  pack_shape_str(comps[c].shape, comps[c].ndim, a, sizeof a),
-                                  e, s->tensors[re->tensor].name, smoe_dtype_name(ce.dtype),
-                                  pack_shape_str(ce.shape, ce.ndim, b, sizeof b));
-            }
+        if (!same_comp(&lp->comps[c], &ce)) {
+            char a[160], b[160];
+            const smoe_component *c0 = &lp->comps[c];
+            return smoe__fail(SMOE_EFORMAT, "%s: layer %" PRIu32 ", component '%s': "
+                              "inconsistent expert shapes: expert 0 ('%s') is %s %s, "
+                              "expert %" PRIu32 " ('%s') is %s %s",
+                              file_of(s, &s->tensors[re->tensor]), lp->layer, c0->name,
+                              s->tensors[r0->tensor].name, smoe_dtype_name(c0->dtype),
+                              pack_shape_str(c0->shape, c0->ndim, a, sizeof a), e,
+                              s->tensors[re->tensor].name, smoe_dtype_name(ce.dtype),
+                              pack_shape_str(ce.shape, ce.ndim, b, sizeof b));
         }
     }
-    /* mlx packed weights: U32 with a ".scales" companion. */
-    for (uint32_t c = 0; c < nc && s->meta.quant_bits; c++) {
-        if (comps[c].dtype != SMOE_DTYPE_U32)
+    return rc;
+}
+
+/* mlx packed weights: U32 with a ".scales" companion. */
+static int mark_mlx_packed(layer_plan *lp)
+{
+    const pack_source *s = lp->s;
+    for (uint32_t c = 0; c < lp->nc && s->meta.quant_bits; c++) {
+        smoe_component *w = &lp->comps[c];
+        if (w->dtype != SMOE_DTYPE_U32)
             continue;
         char sc[SMOE_COMPONENT_NAME_MAX + 8];
-        snprintf(sc, sizeof sc, "%.*s.scales", SMOE_COMPONENT_NAME_MAX - 1, comps[c].name);
-        for (uint32_t d = 0; d < nc; d++) {
-            if (strcmp(comps[d].name, sc))
+        snprintf(sc, sizeof sc, "%.*s.scales", SMOE_COMPONENT_NAME_MAX - 1, w->name);
+        for (uint32_t d = 0; d < lp->nc; d++) {
+            if (strcmp(lp->comps[d].name, sc))
                 continue;
             char what[PACK_NAME_MAX + 64];
-            const pack_tensor *t = &s->tensors[r[cells[c]].tensor];
+            const pack_tensor *t = &s->tensors[lp->r[lp->cells[c]].tensor];
             snprintf(what, sizeof what, "%s: tensor '%s'", file_of(s, t), t->name);
-            int rc = mlx_check(&s->meta, what, comps[c].shape, comps[c].ndim, comps[d].shape,
-                               comps[d].ndim);
+            int rc = mlx_check(&s->meta, what, w->shape, w->ndim, lp->comps[d].shape,
+                               lp->comps[d].ndim);
             if (rc < 0)
                 return rc;
-            comps[c].dtype = SMOE_DTYPE_MLX_PACKED;
-            comps[c].quant_bits = s->meta.quant_bits;
-            comps[c].quant_group = s->meta.quant_group;
+            w->dtype = SMOE_DTYPE_MLX_PACKED;
+            w->quant_bits = s->meta.quant_bits;
+            w->quant_group = s->meta.quant_group;
         }
     }
-    for (uint32_t c = 0; c < nc; c++) {
-        uint64_t a = p->component_align;
+    return 0;
+}
+
+/* Component offsets at the plan's alignment; *extent gets the blob size. */
+static int place_components(layer_plan *lp, uint64_t *extent)
+{
+    uint64_t off = 0, a = lp->p->component_align;
+    for (uint32_t c = 0; c < lp->nc; c++) {
         off = (off + a - 1) / a * a;
-        comps[c].offset = off;
-        if (pack_add(off, comps[c].nbytes, &off))
-            return smoe__fail(SMOE_EOVERFLOW, "layer %" PRIu32 ": blob size overflows", layer);
+        lp->comps[c].offset = off;
+        if (pack_add(off, lp->comps[c].nbytes, &off))
+            return smoe__fail(SMOE_EOVERFLOW, "layer %" PRIu32 ": blob size overflows",
+                              lp->layer);
     }
     if (off == 0)
         return smoe__fail(SMOE_EFORMAT, "%s: layer %" PRIu32 ": the experts' tensors are "
-                          "empty", s->path, layer);
-    uint32_t id = 0;
-    int rc = add_layout(p, comps, nc, off, &id);
-    if (rc < 0)
-        return rc;
-    p->layer_layout[layer] = id;
+                          "empty", lp->s->path, lp->layer);
+    *extent = off;
+    return 0;
+}
 
-    /* Where each expert's component bytes are. */
-    size_t base = p->layer_slice0[layer];
+/* Where each expert's component bytes are. */
+static void record_slices(layer_plan *lp)
+{
+    pack_plan *p = lp->p;
+    const uint32_t E = p->experts, nc = lp->nc;
+    size_t base = p->layer_slice0[lp->layer];
     for (uint32_t e = 0; e < E; e++)
         for (uint32_t c = 0; c < nc; c++) {
-            const rec *re = &r[cells[(size_t)e * nc + c]];
-            const pack_tensor *t = &s->tensors[re->tensor];
+            const rec *re = &lp->r[lp->cells[(size_t)e * nc + c]];
+            const pack_tensor *t = &lp->s->tensors[re->tensor];
             pack_slice *sl = &p->slices[base + (size_t)e * nc + c];
             sl->tensor = re->tensor;
             sl->file = t->file;
-            sl->nbytes = comps[c].nbytes;
+            sl->nbytes = lp->comps[c].nbytes;
             sl->offset = t->offset + (re->m.kind == PACK_PAT_STACKED ? e * sl->nbytes : 0);
         }
-    p->expert_bytes += (uint64_t)E * off;
-    p->entries += E;
+}
+
+/* Plan one layer from its records r[0..n) (sorted by component). */
+static int plan_layer(pack_plan *p, const pack_source *s, uint32_t layer,
+                      const rec *r, size_t n, int32_t *cells)
+{
+    layer_plan lp;
+    memset(&lp, 0, sizeof lp);
+    lp.p = p;
+    lp.s = s;
+    lp.layer = layer;
+    lp.r = r;
+    lp.n = n;
+    lp.cells = cells;
+    int rc;
+    uint64_t extent = 0;
+    uint32_t id = 0;
+    if ((rc = find_components(&lp)) < 0 || (rc = fill_cells(&lp)) < 0 ||
+        (rc = check_complete(&lp)) < 0)
+        return rc;
+    for (uint32_t c = 0; c < lp.nc; c++)
+        if ((rc = component_shape(&lp, c)) < 0)
+            return rc;
+    if ((rc = mark_mlx_packed(&lp)) < 0 || (rc = place_components(&lp, &extent)) < 0 ||
+        (rc = add_layout(p, lp.comps, lp.nc, extent, &id)) < 0)
+        return rc;
+    p->layer_layout[layer] = id;
+    record_slices(&lp);
+    p->expert_bytes += (uint64_t)p->experts * extent;
+    p->entries += p->experts;
+    return 0;
+}
+
+/* What pack_plan_build works from: the names sorted, the expert records. */
+typedef struct plan_in {
+    pack_source *s;
+    const pack_patterns *ps;
+    name_ix *ix;         /* every tensor, by name */
+    rec *recs;           /* the expert tensors' matches */
+    size_t nr;
+    uint8_t *is_expert;  /* per tensor */
+    uint32_t max_layer, max_e;
+} plan_in;
+
+/* The names sorted for lookup; names are unique across every file. */
+static int index_names(plan_in *in)
+{
+    const pack_source *s = in->s;
+    for (size_t i = 0; i < s->n_tensors; i++) {
+        in->ix[i].name = s->tensors[i].name;
+        in->ix[i].tensor = (uint32_t)i;
+    }
+    qsort(in->ix, s->n_tensors, sizeof *in->ix, name_cmp);
+    for (size_t i = 1; i < s->n_tensors; i++)
+        if (!strcmp(in->ix[i].name, in->ix[i - 1].name))
+            return smoe__fail(SMOE_EDUP, "tensor '%s' appears twice: in %s and %s",
+                              in->ix[i].name, file_of(s, &s->tensors[in->ix[i - 1].tensor]),
+                              file_of(s, &s->tensors[in->ix[i].tensor]));
+    return 0;
+}
+
+/* A tensor a pattern matched: check its layer and expert (or its expert
+ * dimension) and record it. */
+static int add_expert(plan_in *in, size_t i, const pack_match *m)
+{
+    const pack_tensor *t = &in->s->tensors[i];
+    const char *f = file_of(in->s, t);
+    if (m->layer >= 65536 || (m->kind == PACK_PAT_EXPERT && m->expert >= 65536))
+        return smoe__fail(SMOE_ECOUNT, "%s: tensor '%s': layer %" PRIu32 ", expert %" PRIu32
+                          ": at most 65536 of each", f, t->name, m->layer, m->expert);
+    if (m->kind == PACK_PAT_STACKED) {
+        if (t->ndim < 1 || t->shape[0] == 0 || t->shape[0] > 65536)
+            return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s' matches stacked pattern '%s' but "
+                              "has no expert dimension (outermost of 1 to 65536)", f, t->name,
+                              in->ps->p[m->pattern].spec);
+        if (t->shape[0] > in->max_e)
+            in->max_e = (uint32_t)t->shape[0];
+    } else if (m->expert + 1 > in->max_e) {
+        in->max_e = m->expert + 1;
+    }
+    if (m->layer > in->max_layer)
+        in->max_layer = m->layer;
+    in->recs[in->nr].tensor = (uint32_t)i;
+    in->recs[in->nr].m = *m;
+    in->nr++;
+    in->is_expert[i] = 1;
+    return 0;
+}
+
+/* Name the experts: every tensor a pattern matches. */
+static int find_experts(plan_in *in)
+{
+    const pack_source *s = in->s;
+    for (size_t i = 0; i < s->n_tensors; i++) {
+        pack_match m;
+        if (!pack_patterns_match(in->ps, s->tensors[i].name, &m))
+            continue;
+        int rc = add_expert(in, i, &m);
+        if (rc < 0)
+            return rc;
+    }
+    if (in->nr == 0)
+        return smoe__fail(SMOE_ENOENT, "%s: no expert tensors among its %zu tensors (no name "
+                          "pattern matches; see 'smoe pack --help' for --pattern)", s->path,
+                          s->n_tensors);
+    return 0;
+}
+
+/* The model's expert count E: every record must fit it, stacked ones
+ * exactly. */
+static int check_expert_count(const plan_in *in, uint32_t E)
+{
+    const pack_source *s = in->s;
+    for (size_t i = 0; i < in->nr; i++) {
+        const pack_tensor *t = &s->tensors[in->recs[i].tensor];
+        int stacked = in->recs[i].m.kind == PACK_PAT_STACKED;
+        uint64_t got = stacked ? t->shape[0] : in->recs[i].m.expert + 1;
+        if ((stacked && got != E) || got > E)
+            return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s' %s %" PRIu64 " but the model has "
+                              "%" PRIu32 " experts (%s)", file_of(s, t), t->name,
+                              stacked ? "stacks" : "is expert", stacked ? got : got - 1, E,
+                              s->meta.experts_from ? s->meta.experts_from
+                                                   : "the largest expert dimension found");
+    }
+    return 0;
+}
+
+/* Count components per layer to size the slice array; *max_cells gets the
+ * most (expert, component) cells of one layer. */
+static int size_slices(pack_plan *p, const plan_in *in, size_t *max_cells)
+{
+    p->layer_layout = malloc(p->layers * sizeof *p->layer_layout);
+    p->layer_slice0 = calloc(p->layers, sizeof *p->layer_slice0);
+    if (!p->layer_layout || !p->layer_slice0)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    size_t total = 0;
+    *max_cells = 0;
+    for (size_t i = 0; i < in->nr;) {
+        size_t j = i;
+        uint32_t nc = 0;
+        while (j < in->nr && in->recs[j].m.layer == in->recs[i].m.layer) {
+            if (j == i || strcmp(in->recs[j].m.comp, in->recs[j - 1].m.comp))
+                nc++;
+            j++;
+        }
+        p->layer_slice0[in->recs[i].m.layer] = total;
+        total += (size_t)p->experts * nc;
+        if ((size_t)p->experts * nc > *max_cells)
+            *max_cells = (size_t)p->experts * nc;
+        i = j;
+    }
+    p->slices = calloc(total ? total : 1, sizeof *p->slices);
+    if (!p->slices)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    for (uint32_t l = 0; l < p->layers; l++)
+        p->layer_layout[l] = UINT32_MAX;
+    return 0;
+}
+
+/* Every layer with experts, from its run of the sorted records. */
+static int plan_layers(pack_plan *p, const plan_in *in, int32_t *cells)
+{
+    for (size_t i = 0; i < in->nr;) {
+        size_t j = i;
+        while (j < in->nr && in->recs[j].m.layer == in->recs[i].m.layer)
+            j++;
+        int rc = plan_layer(p, in->s, in->recs[i].m.layer, in->recs + i, j - i, cells);
+        if (rc < 0)
+            return rc;
+        i = j;
+    }
+    return 0;
+}
+
+/* Experts and layers from the records; the records sorted by layer. */
+static int shape_plan(pack_plan *p, plan_in *in)
+{
+    uint32_t E = in->s->meta.experts ? in->s->meta.experts : in->max_e;
+    int rc = check_expert_count(in, E);
+    if (rc < 0)
+        return rc;
+    p->experts = E;
+    p->layers = in->max_layer + 1;
+    if ((uint64_t)p->layers * E > (1u << 22))
+        return smoe__fail(SMOE_ECOUNT, "%s: %" PRIu32 " layers x %" PRIu32 " experts is more "
+                          "than a vault holds (2^22)", in->s->path, p->layers, E);
+    qsort(in->recs, in->nr, sizeof *in->recs, rec_cmp);
     return 0;
 }
 
@@ -392,134 +621,24 @@ int pack_plan_build(pack_plan *p, pack_source *s, const pack_patterns *ps,
 {
     memset(p, 0, sizeof *p);
     p->component_align = component_align ? component_align : 256;
-    size_t n = s->n_tensors;
-    int rc = 0;
-    name_ix *ix = malloc((n ? n : 1) * sizeof *ix);
-    rec *recs = malloc((n ? n : 1) * sizeof *recs);
-    uint8_t *is_expert = calloc(n ? n : 1, 1);
+    size_t n = s->n_tensors, max_cells = 0;
+    plan_in in = {s, ps, malloc((n ? n : 1) * sizeof *in.ix),
+                  malloc((n ? n : 1) * sizeof *in.recs), 0, calloc(n ? n : 1, 1), 0, 0};
     int32_t *cells = NULL;
-    if (!ix || !recs || !is_expert) {
+    int rc;
+    if (!in.ix || !in.recs || !in.is_expert)
         rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-        goto out;
+    else if ((rc = index_names(&in)) == 0 && (rc = find_experts(&in)) == 0 &&
+             (rc = shape_plan(p, &in)) == 0 && (rc = size_slices(p, &in, &max_cells)) == 0) {
+        cells = malloc((max_cells ? max_cells : 1) * sizeof *cells);
+        if (!cells)
+            rc = smoe__fail(SMOE_ENOMEM, "out of memory");
+        else if ((rc = plan_layers(p, &in, cells)) == 0)
+            rc = plan_scout(p, s, in.ix, in.is_expert);
     }
-    /* Names are unique across every file of the source. */
-    for (size_t i = 0; i < n; i++) {
-        ix[i].name = s->tensors[i].name;
-        ix[i].tensor = (uint32_t)i;
-    }
-    qsort(ix, n, sizeof *ix, name_cmp);
-    for (size_t i = 1; i < n; i++)
-        if (!strcmp(ix[i].name, ix[i - 1].name)) {
-            rc = smoe__fail(SMOE_EDUP, "tensor '%s' appears twice: in %s and %s", ix[i].name,
-                            file_of(s, &s->tensors[ix[i - 1].tensor]),
-                            file_of(s, &s->tensors[ix[i].tensor]));
-            goto out;
-        }
-
-    /* Name the experts. */
-    size_t nr = 0;
-    uint32_t max_layer = 0, max_e = 0;
-    for (size_t i = 0; i < n; i++) {
-        pack_match m;
-        const pack_tensor *t = &s->tensors[i];
-        if (!pack_patterns_match(ps, t->name, &m))
-            continue;
-        if (m.layer >= 65536 || (m.kind == PACK_PAT_EXPERT && m.expert >= 65536)) {
-            rc = smoe__fail(SMOE_ECOUNT, "%s: tensor '%s': layer %" PRIu32 ", expert %" PRIu32
-                            ": at most 65536 of each", file_of(s, t), t->name, m.layer,
-                            m.expert);
-            goto out;
-        }
-        if (m.kind == PACK_PAT_STACKED) {
-            if (t->ndim < 1 || t->shape[0] == 0 || t->shape[0] > 65536) {
-                rc = smoe__fail(SMOE_EFORMAT, "%s: tensor '%s' matches stacked pattern '%s' "
-                                "but has no expert dimension (outermost of 1 to 65536)",
-                                file_of(s, t), t->name, ps->p[m.pattern].spec);
-                goto out;
-            }
-            if (t->shape[0] > max_e)
-                max_e = (uint32_t)t->shape[0];
-        } else if (m.expert + 1 > max_e) {
-            max_e = m.expert + 1;
-        }
-        if (m.layer > max_layer)
-            max_layer = m.layer;
-        recs[nr].tensor = (uint32_t)i;
-        recs[nr].m = m;
-        nr++;
-        is_expert[i] = 1;
-    }
-    if (nr == 0) {
-        rc = smoe__fail(SMOE_ENOENT, "%s: no expert tensors among its %zu tensors (no name "
-                        "pattern matches; see 'smoe pack --help' for --pattern)", s->path, n);
-        goto out;
-    }
-    uint32_t E = s->meta.experts ? s->meta.experts : max_e;
-    for (size_t i = 0; i < nr; i++) {
-        const pack_tensor *t = &s->tensors[recs[i].tensor];
-        uint64_t got = recs[i].m.kind == PACK_PAT_STACKED ? t->shape[0] : recs[i].m.expert + 1;
-        if ((recs[i].m.kind == PACK_PAT_STACKED && got != E) || got > E) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: tensor '%s' %s %" PRIu64 " but the model has "
-                            "%" PRIu32 " experts (%s)", file_of(s, t), t->name,
-                            recs[i].m.kind == PACK_PAT_STACKED ? "stacks" : "is expert",
-                            recs[i].m.kind == PACK_PAT_STACKED ? got : got - 1, E,
-                            s->meta.experts_from ? s->meta.experts_from
-                                                 : "the largest expert dimension found");
-            goto out;
-        }
-    }
-    p->experts = E;
-    p->layers = max_layer + 1;
-    if ((uint64_t)p->layers * E > (1u << 22)) {
-        rc = smoe__fail(SMOE_ECOUNT, "%s: %" PRIu32 " layers x %" PRIu32 " experts is more than "
-                        "a vault holds (2^22)", s->path, p->layers, E);
-        goto out;
-    }
-    qsort(recs, nr, sizeof *recs, rec_cmp);
-
-    p->layer_layout = malloc(p->layers * sizeof *p->layer_layout);
-    p->layer_slice0 = calloc(p->layers, sizeof *p->layer_slice0);
-    if (!p->layer_layout || !p->layer_slice0) {
-        rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-        goto out;
-    }
-    /* Count components per layer to size the slice array. */
-    size_t total = 0, max_cells = 0;
-    for (size_t i = 0; i < nr;) {
-        size_t j = i;
-        uint32_t nc = 0;
-        while (j < nr && recs[j].m.layer == recs[i].m.layer) {
-            if (j == i || strcmp(recs[j].m.comp, recs[j - 1].m.comp))
-                nc++;
-            j++;
-        }
-        p->layer_slice0[recs[i].m.layer] = total;
-        total += (size_t)E * nc;
-        if ((size_t)E * nc > max_cells)
-            max_cells = (size_t)E * nc;
-        i = j;
-    }
-    p->slices = calloc(total ? total : 1, sizeof *p->slices);
-    cells = malloc((max_cells ? max_cells : 1) * sizeof *cells);
-    if (!p->slices || !cells) {
-        rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (uint32_t l = 0; l < p->layers; l++)
-        p->layer_layout[l] = UINT32_MAX;
-    for (size_t i = 0; i < nr;) {
-        size_t j = i;
-        while (j < nr && recs[j].m.layer == recs[i].m.layer)
-            j++;
-        if ((rc = plan_layer(p, s, recs[i].m.layer, recs + i, j - i, cells)) < 0)
-            goto out;
-        i = j;
-    }
-    rc = plan_scout(p, s, ix, is_expert);
-out:
-    free(ix);
-    free(recs);
-    free(is_expert);
+    free(in.ix);
+    free(in.recs);
+    free(in.is_expert);
     free(cells);
     if (rc < 0)
         pack_plan_free(p);

@@ -52,6 +52,12 @@ typedef struct wctx {
     size_t cap;
     ra_cursor ra;
     uint64_t ra_issued, ra_consumed;
+    /* the outputs */
+    char *scout_path, *tmp; /* the scout file, and its temporary name */
+    int sfd;                /* tmp, open for writing */
+    int scout_renamed;
+    pack_scout sc;
+    smoe_writer *w;
 } wctx;
 
 /* The range at cursor k: 1 and its place, or 0 past the end. */
@@ -310,6 +316,129 @@ static int check_not_source(const pack_source *s, const char *out)
     return 0;
 }
 
+/* The scout file's names, and checks that neither output is an input. */
+static int name_outputs(wctx *c)
+{
+    const pack_opts *o = c->o;
+    c->scout_path = o->scout ? strdup(o->scout) : pack_scout_path_for(o->out);
+    size_t tl = c->scout_path ? strlen(c->scout_path) + 32 : 0;
+    c->tmp = c->scout_path ? malloc(tl) : NULL;
+    if (!c->scout_path || !c->tmp)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    snprintf(c->tmp, tl, "%s.tmp.%ld", c->scout_path, (long)getpid());
+    if (!strcmp(c->scout_path, o->out))
+        return smoe__fail(SMOE_EINVAL, "the scout file and the vault are both %s", o->out);
+    int rc = check_not_source(c->s, o->out);
+    return rc < 0 ? rc : check_not_source(c->s, c->scout_path);
+}
+
+/* The copy buffer (a chunk, or the largest blob) and every source file. */
+static int open_sources(wctx *c)
+{
+    const pack_source *s = c->s;
+    c->fds = malloc((s->n_files ? s->n_files : 1) * sizeof *c->fds);
+    if (!c->fds)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < s->n_files; i++)
+        c->fds[i] = -1;
+    c->cap = COPY_CHUNK;
+    for (uint32_t i = 0; i < c->p->n_layouts; i++)
+        if (c->p->layouts[i].extent > c->cap)
+            c->cap = (size_t)c->p->layouts[i].extent;
+    if (!(c->buf = malloc(c->cap)))
+        return smoe__fail(SMOE_ENOMEM, "out of memory (a %zu-byte blob buffer)", c->cap);
+    for (uint32_t i = 0; i < s->n_files; i++) {
+        int fd = c->io->open(c->io, s->files[i].path, SMOE__IO_RDONLY);
+        if (fd < 0)
+            return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", s->files[i].path,
+                              strerror(-fd));
+        c->fds[i] = fd;
+#if defined(POSIX_FADV_SEQUENTIAL)
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: larger read-ahead */
+#endif
+    }
+    return 0;
+}
+
+/* The vault's writer with the plan's layouts (their ids the plan's
+ * indices) and metadata. */
+static int open_vault(wctx *c)
+{
+    const pack_plan *p = c->p;
+    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
+    wo.layers = p->layers;
+    wo.experts = p->experts;
+    wo.component_align = p->component_align;
+    int rc = smoe_writer_open(c->o->out, &wo, &c->w);
+    for (uint32_t i = 0; i < p->n_layouts && rc >= 0; i++) {
+        uint32_t id;
+        if ((rc = smoe_writer_add_layout(c->w, p->layouts[i].comps, p->layouts[i].n, &id)) < 0)
+            return rc;
+        if (id != i) /* blobs name layouts by the plan's index */
+            return smoe__fail(SMOE_EINVAL, "%s: layout %" PRIu32 " was given id %" PRIu32,
+                              c->o->out, i, id);
+    }
+    return rc < 0 ? rc : set_meta(c, c->w, c->scout_path);
+}
+
+/* Both outputs into place: the scout file renamed, then the vault finished
+ * (renamed by the writer); should that fail, the new scout file goes. */
+static int finish_outputs(wctx *c)
+{
+    int rc = c->io->close(c->io, c->sfd);
+    c->sfd = -1;
+    if (rc < 0)
+        return smoe__fail(SMOE_EIO, "%s: close failed: %s", c->tmp, strerror(-rc));
+    if ((rc = c->io->rename(c->io, c->tmp, c->scout_path)) < 0)
+        return smoe__fail(SMOE_ESYS, "renaming %s to %s failed: %s", c->tmp, c->scout_path,
+                          strerror(-rc));
+    c->scout_renamed = 1;
+    rc = smoe_writer_finish(c->w); /* frees w, success or not */
+    c->w = NULL;
+    if (rc < 0)
+        c->io->unlink(c->io, c->scout_path);
+    return rc;
+}
+
+/* Every step in order; the caller cleans up. */
+static int write_all(wctx *c)
+{
+    int rc;
+    if ((rc = name_outputs(c)) < 0 || (rc = open_sources(c)) < 0 ||
+        (rc = pack_scout_layout(&c->sc, c->s, c->p->scout, c->p->n_scout)) < 0)
+        return rc;
+    c->pg = pack_progress_new(c->p->scout_bytes + c->p->expert_bytes, c->o->progress);
+    if (!c->pg)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    if ((rc = open_vault(c)) < 0)
+        return rc;
+    c->sfd = c->io->open(c->io, c->tmp, SMOE__IO_WRONLY);
+    if (c->sfd < 0)
+        return smoe__fail(SMOE_ESYS, "%s: cannot create: %s", c->tmp, strerror(-c->sfd));
+    if ((rc = write_scout(c, &c->sc, c->sfd, c->tmp)) < 0 || (rc = write_blobs(c, c->w)) < 0)
+        return rc;
+    return finish_outputs(c);
+}
+
+static void cleanup(wctx *c, int rc)
+{
+    pack_progress_end(c->pg, rc == 0);
+    if (c->w)
+        smoe_writer_abort(c->w);
+    if (c->sfd >= 0)
+        c->io->close(c->io, c->sfd);
+    if (rc < 0 && !c->scout_renamed && c->tmp)
+        c->io->unlink(c->io, c->tmp);
+    for (uint32_t i = 0; c->fds && i < c->s->n_files; i++)
+        if (c->fds[i] >= 0)
+            c->io->close(c->io, c->fds[i]);
+    free(c->fds);
+    free(c->buf);
+    free(c->tmp);
+    free(c->scout_path);
+    pack_scout_free(&c->sc);
+}
+
 int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pack_result *r)
 {
     wctx c;
@@ -318,133 +447,23 @@ int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pac
     c.p = p;
     c.o = o;
     c.io = smoe__io_get();
+    c.sfd = -1;
     uint64_t t0 = tool_now_ns();
     memset(r, 0, sizeof *r);
-
-    char *scout_path = o->scout ? strdup(o->scout) : pack_scout_path_for(o->out);
-    size_t tl = scout_path ? strlen(scout_path) + 32 : 0;
-    char *tmp = scout_path ? malloc(tl) : NULL;
-    c.fds = malloc((s->n_files ? s->n_files : 1) * sizeof *c.fds);
-    pack_scout sc;
-    memset(&sc, 0, sizeof sc);
-    smoe_writer *w = NULL;
-    int sfd = -1, rc = 0, scout_renamed = 0;
-    if (!scout_path || !tmp || !c.fds) {
-        rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-        goto out;
+    int rc = write_all(&c);
+    if (rc == 0) {
+        r->layers = p->layers;
+        r->experts = p->experts;
+        r->entries = p->entries;
+        r->layouts = p->n_layouts;
+        r->n_scout = p->n_scout;
+        r->scout_bytes = c.sc.file_size;
+        r->source_bytes = p->scout_bytes + p->expert_bytes;
+        struct stat st;
+        if (stat(o->out, &st) == 0)
+            r->vault_bytes = (uint64_t)st.st_size;
     }
-    snprintf(tmp, tl, "%s.tmp.%ld", scout_path, (long)getpid());
-    for (uint32_t i = 0; i < s->n_files; i++)
-        c.fds[i] = -1;
-    if (!strcmp(scout_path, o->out)) {
-        rc = smoe__fail(SMOE_EINVAL, "the scout file and the vault are both %s", o->out);
-        goto out;
-    }
-    if ((rc = check_not_source(s, o->out)) < 0 || (rc = check_not_source(s, scout_path)) < 0)
-        goto out;
-
-    /* Buffer: a copy chunk, or the largest blob. */
-    c.cap = COPY_CHUNK;
-    for (uint32_t i = 0; i < p->n_layouts; i++)
-        if (p->layouts[i].extent > c.cap)
-            c.cap = (size_t)p->layouts[i].extent;
-    if (!(c.buf = malloc(c.cap))) {
-        rc = smoe__fail(SMOE_ENOMEM, "out of memory (a %zu-byte blob buffer)", c.cap);
-        goto out;
-    }
-    for (uint32_t i = 0; i < s->n_files; i++) {
-        int fd = c.io->open(c.io, s->files[i].path, SMOE__IO_RDONLY);
-        if (fd < 0) {
-            rc = smoe__fail(SMOE_ESYS, "%s: cannot open: %s", s->files[i].path, strerror(-fd));
-            goto out;
-        }
-        c.fds[i] = fd;
-#if defined(POSIX_FADV_SEQUENTIAL)
-        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: larger read-ahead */
-#endif
-    }
-
-    if ((rc = pack_scout_layout(&sc, s, p->scout, p->n_scout)) < 0)
-        goto out;
-    c.pg = pack_progress_new(p->scout_bytes + p->expert_bytes, o->progress);
-    if (!c.pg) {
-        rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-        goto out;
-    }
-
-    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
-    wo.layers = p->layers;
-    wo.experts = p->experts;
-    wo.component_align = p->component_align;
-    if ((rc = smoe_writer_open(o->out, &wo, &w)) < 0)
-        goto out;
-    for (uint32_t i = 0; i < p->n_layouts; i++) {
-        uint32_t id;
-        if ((rc = smoe_writer_add_layout(w, p->layouts[i].comps, p->layouts[i].n, &id)) < 0)
-            goto out;
-        if (id != i) { /* blobs name layouts by the plan's index */
-            rc = smoe__fail(SMOE_EINVAL, "%s: layout %" PRIu32 " was given id %" PRIu32,
-                            o->out, i, id);
-            goto out;
-        }
-    }
-    if ((rc = set_meta(&c, w, scout_path)) < 0)
-        goto out;
-
-    sfd = c.io->open(c.io, tmp, SMOE__IO_WRONLY);
-    if (sfd < 0) {
-        rc = smoe__fail(SMOE_ESYS, "%s: cannot create: %s", tmp, strerror(-sfd));
-        goto out;
-    }
-    if ((rc = write_scout(&c, &sc, sfd, tmp)) < 0)
-        goto out;
-    if ((rc = write_blobs(&c, w)) < 0)
-        goto out;
-
-    rc = c.io->close(c.io, sfd);
-    sfd = -1;
-    if (rc < 0) {
-        rc = smoe__fail(SMOE_EIO, "%s: close failed: %s", tmp, strerror(-rc));
-        goto out;
-    }
-    if ((rc = c.io->rename(c.io, tmp, scout_path)) < 0) {
-        rc = smoe__fail(SMOE_ESYS, "renaming %s to %s failed: %s", tmp, scout_path,
-                        strerror(-rc));
-        goto out;
-    }
-    scout_renamed = 1;
-    rc = smoe_writer_finish(w); /* frees w, success or not */
-    w = NULL;
-    if (rc < 0) {
-        c.io->unlink(c.io, scout_path);
-        goto out;
-    }
-    r->layers = p->layers;
-    r->experts = p->experts;
-    r->entries = p->entries;
-    r->layouts = p->n_layouts;
-    r->n_scout = p->n_scout;
-    r->scout_bytes = sc.file_size;
-    r->source_bytes = p->scout_bytes + p->expert_bytes;
-    struct stat st;
-    if (stat(o->out, &st) == 0)
-        r->vault_bytes = (uint64_t)st.st_size;
-out:
-    pack_progress_end(c.pg, rc == 0);
-    if (w)
-        smoe_writer_abort(w);
-    if (sfd >= 0)
-        c.io->close(c.io, sfd);
-    if (rc < 0 && !scout_renamed && tmp)
-        c.io->unlink(c.io, tmp);
-    for (uint32_t i = 0; c.fds && i < s->n_files; i++)
-        if (c.fds[i] >= 0)
-            c.io->close(c.io, c.fds[i]);
-    free(c.fds);
-    free(c.buf);
-    free(tmp);
-    free(scout_path);
-    pack_scout_free(&sc);
+    cleanup(&c, rc);
     r->ns = tool_now_ns() - t0;
     return rc;
 }
