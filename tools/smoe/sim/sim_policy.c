@@ -37,7 +37,7 @@
  *          asked for after g visits, the first few of the g visits it sat
  *          out become examples (missed, missed, ..., asked), so nothing is
  *          done for keys that are not asked for. Scans score with a
- *          snapshot of the weights taken every EPOCH examples, so an
+ *          snapshot of the weights taken every SMOE__REUSE_EPOCH examples, so an
  *          entry's q can be kept in its slot until its layer is visited,
  *          the key is used, or the snapshot changes.
  *          Keys of the current layer that this step has not asked for yet
@@ -47,27 +47,16 @@
  * Invariants: s_key[i] == k iff k_slot[k] == i; an entry pinned by the
  * current step is never a victim.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sim_policy.h"
+#include "synth.h"
+#include "tool.h"
 
 #define NONE SIMP_NONE
-#define HIST_BITS 8
-#define RATE_EPS 0.01    /* inside the log: rare keys keep a finite logit */
-#define WEIGHT_MAX 16.0  /* weights are clamped to +-this */
-#define POW_N 4096       /* decay^n table; beyond it the count is 0 */
-#define EPOCH 1024       /* training examples between two snapshots of the weights */
-#define QV_SPAN 64.0     /* victims in the moving average of their q */
 
 static const char *const names[SIMP_N_POLICIES] = {"lru", "lfu", "layer", "reuse"};
-
-/* Where REUSE's weights start: rounded from what they learned on the first
- * halves of the two gpt-oss-20b traces (docs/eviction.md). */
-static const double w_start[SIMP_REUSE_W] = {0.1,  1.2,   1.05,  0.15, 0.25,
-                                              0.05, -0.08, -0.16, 0.09, -0.01};
 
 const char *simp_policy_name(simp_policy policy)
 {
@@ -86,27 +75,18 @@ void simp_params_default(simp_params *p, simp_policy policy)
 {
     memset(p, 0, sizeof *p);
     p->policy = policy;
-    p->decay = 0.98;
-    p->lambda = 1.0;
-    p->rate = 0.003;
-    p->train_max = 4;
+    p->decay = SMOE__REUSE_DECAY;
+    p->lambda = SMOE__REUSE_LAMBDA;
+    p->rate = SMOE__REUSE_RATE;
+    p->train_max = SMOE__REUSE_TRAIN_MAX;
 }
 
 /* ---- steps from a trace ---------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void shuffle(size_t *v, size_t n, uint64_t *rng)
 {
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)(rng_next(rng) % i);
+        size_t j = (size_t)(synth_splitmix64(rng) % i);
         size_t x = v[i - 1];
         v[i - 1] = v[j];
         v[j] = x;
@@ -143,7 +123,7 @@ static int add_one_shots(simp_steps *st, uint32_t n, uint64_t seed)
         uint32_t step_n = (uint32_t)(st->off[s + 1] - st->off[s]);
         uint32_t want = n < nk - step_n ? n : (uint32_t)(nk - step_n);
         for (uint32_t i = 0; i < want;) {
-            uint32_t k = (uint32_t)(rng_next(&rng) % nk);
+            uint32_t k = (uint32_t)(synth_splitmix64(&rng) % nk);
             int dup = 0;
             for (size_t j = st->off[s]; j < st->off[s + 1] && !dup; j++)
                 dup = st->keys[j] == k;
@@ -265,58 +245,35 @@ typedef struct eng {
     uint32_t *l_visits;
     uint64_t *l_step;
     /* global */
+    uint32_t used;           /* entries taken so far, in order */
     uint64_t tick, step;
     uint32_t cur;
     double period;
-    double w[SIMP_REUSE_W];  /* learning */
-    double ws[SIMP_REUSE_W]; /* scoring: snapshot of w */
+    double w[SMOE__REUSE_W];  /* learning */
+    double ws[SMOE__REUSE_W]; /* scoring: snapshot of w */
     uint32_t epoch, trained; /* snapshots taken, examples since the last */
     double qv;               /* victims' q, moving average: the price of a cycle */
-    double *dpow; /* decay^n, n < POW_N */
+    double *dpow; /* decay^n, n < SMOE__REUSE_POW_N */
 } eng;
 
 static double decay_pow(const eng *g, uint32_t n)
 {
-    return n < POW_N ? g->dpow[n] : 0.0;
+    return smoe__reuse_pow(g->dpow, n);
 }
 
-/* Logit of reuse under weights w for history h and per-visit rate r. */
-static double reuse_logit(const eng *g, const double *w, unsigned h, double r)
+/* What REUSE sees of a history: none at all with --no-history. */
+static unsigned hist_seen(const eng *g, unsigned h)
 {
-    double z = w[0] + w[1] * log(r + RATE_EPS);
-    if (!g->p->no_history)
-        for (int b = 0; b < HIST_BITS; b++)
-            if (h & (1u << b))
-                z += w[2 + b];
-    return z;
+    return g->p->no_history ? 0u : h;
 }
 
-/* Rate per visit of a count f that has decayed over `visits` visits of its
- * layer: f (1 - decay), over 1 - decay^visits while that is short of 1
- * (a young layer's counts have not built up yet). */
-static double rate_of(const eng *g, double f, uint32_t visits)
+/* One example (smoe__reuse_learn_fn): a step of the weights, and every
+ * SMOE__REUSE_EPOCH examples a snapshot of them for the scans. */
+static void learn(void *u, unsigned h, double r, int asked)
 {
-    double r = f * (1 - g->p->decay);
-    double fill = 1.0 - decay_pow(g, visits);
-    return visits && fill > 0 ? r / fill : r;
-}
-
-/* One logistic-regression step: the key with history h and rate r was
- * (y = 1) or was not (y = 0) asked for at a visit. */
-static void learn(eng *g, unsigned h, double r, int y)
-{
-    double z = reuse_logit(g, g->w, h, r);
-    double e = g->p->rate * ((double)y - 1.0 / (1.0 + exp(-z)));
-    double x[SIMP_REUSE_W];
-    x[0] = 1;
-    x[1] = log(r + RATE_EPS);
-    for (int b = 0; b < HIST_BITS; b++)
-        x[2 + b] = !g->p->no_history && (h & (1u << b)) ? 1 : 0;
-    for (int i = 0; i < SIMP_REUSE_W; i++) {
-        double v = g->w[i] + e * x[i];
-        g->w[i] = v > WEIGHT_MAX ? WEIGHT_MAX : v < -WEIGHT_MAX ? -WEIGHT_MAX : v;
-    }
-    if (++g->trained >= EPOCH) {
+    eng *g = u;
+    smoe__reuse_learn(g->w, h, r, asked, g->p->rate);
+    if (++g->trained >= SMOE__REUSE_EPOCH) {
         memcpy(g->ws, g->w, sizeof g->ws);
         g->epoch++;
         g->trained = 0;
@@ -330,19 +287,11 @@ static void note_use(eng *g, uint32_t k, uint32_t l)
     uint32_t gap = v - g->k_last[k];
     if (gap == 0)
         return; /* asked for twice in one visit */
-    if (g->p->policy == SIMP_REUSE && g->p->rate > 0 && g->k_last[k] != 0) {
-        /* the visits it sat out since its last use, then this one */
-        unsigned h = g->k_hist[k];
-        double f = g->k_f[k];
-        for (uint32_t j = 1; j <= gap && j <= g->p->train_max; j++) {
-            /* visit last + j, as it stood before: j - 1 visits sat out */
-            learn(g, h, rate_of(g, f, g->k_last[k] + j - 1), j == gap);
-            h = (h << 1) & 0xffu;
-            f *= g->p->decay;
-        }
-    }
-    g->k_f[k] = g->k_f[k] * decay_pow(g, gap) + 1.0;
-    g->k_hist[k] = (uint8_t)((gap >= HIST_BITS ? 0u : (unsigned)g->k_hist[k] << gap) | 1u);
+    if (g->p->policy == SIMP_REUSE && g->p->rate > 0 && g->k_last[k] != 0)
+        smoe__reuse_examples(g->dpow, g->p->decay, g->k_f[k], hist_seen(g, g->k_hist[k]),
+                             g->k_last[k], gap, g->p->train_max, learn, g);
+    g->k_f[k] = smoe__reuse_count_after(g->dpow, g->k_f[k], gap);
+    g->k_hist[k] = (uint8_t)smoe__reuse_hist_after(g->k_hist[k], gap);
     g->k_last[k] = v;
 }
 
@@ -352,8 +301,31 @@ static double distance(const eng *g, uint32_t l)
 {
     if (l == g->cur)
         return 0;
-    double d = 1.0 - (double)(g->step - g->l_step[l]) / g->period;
-    return d < 0 ? 0 : d > 1 ? 1 : d;
+    return smoe__reuse_distance((double)(g->step - g->l_step[l]), g->period);
+}
+
+/* REUSE's keep value of the entry in slot i, holding key k of layer l. */
+static double reuse_keep(eng *g, uint32_t i, uint32_t k, uint32_t l, uint32_t gap)
+{
+    double d;
+    uint32_t at = g->l_visits[l]; /* q is for the visit after this one */
+    if (l == g->cur && !g->p->no_current) {
+        /* not asked for yet in this step: as it stood before the visit */
+        d = 0;
+        gap = gap > 0 ? gap - 1 : 0;
+        at--;
+    } else {
+        d = l == g->cur ? 1.0 : distance(g, l);
+    }
+    /* q changes only when the key is used, its layer visited or the
+     * snapshot renewed: most scans read it from the slot. */
+    if (g->s_qv[i] != at || g->s_qe[i] != g->epoch) {
+        g->s_q[i] = (float)smoe__reuse_q(g->ws, g->dpow, g->p->decay, g->k_f[k],
+                                         hist_seen(g, g->k_hist[k]), gap, at);
+        g->s_qv[i] = at;
+        g->s_qe[i] = g->epoch;
+    }
+    return smoe__reuse_keep_value(g->s_q[i], g->p->lambda, g->qv, d);
 }
 
 /* Keep value of the entry in slot i: the victim has the lowest. */
@@ -366,28 +338,8 @@ static double keep_value(eng *g, uint32_t i)
         return g->k_f[k] * decay_pow(g, gap);
     case SIMP_LAYER:
         return -distance(g, l);
-    case SIMP_REUSE: {
-        double d;
-        uint32_t at = g->l_visits[l]; /* q is for the visit after this one */
-        if (l == g->cur && !g->p->no_current) {
-            /* not asked for yet in this step: as it stood before the visit */
-            d = 0;
-            gap = gap > 0 ? gap - 1 : 0;
-            at--;
-        } else {
-            d = l == g->cur ? 1.0 : distance(g, l);
-        }
-        /* q changes only when the key is used, its layer visited or the
-         * snapshot renewed: most scans read it from the slot. */
-        if (g->s_qv[i] != at || g->s_qe[i] != g->epoch) {
-            unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)g->k_hist[k] << gap) & 0xffu;
-            double r = rate_of(g, g->k_f[k] * decay_pow(g, gap), at);
-            g->s_q[i] = (float)(1.0 / (1.0 + exp(-reuse_logit(g, g->ws, h, r))));
-            g->s_qv[i] = at;
-            g->s_qe[i] = g->epoch;
-        }
-        return g->s_q[i] - g->p->lambda * g->qv * d;
-    }
+    case SIMP_REUSE:
+        return reuse_keep(g, i, k, l, gap);
     default:
         return (double)g->s_tick[i];
     }
@@ -412,15 +364,8 @@ static uint32_t pick(eng *g, uint64_t *scanned)
         }
     }
     if (best != NONE && g->p->policy == SIMP_REUSE)
-        g->qv += (g->s_q[best] - g->qv) / QV_SPAN;
+        g->qv = smoe__reuse_qv_next(g->qv, g->s_q[best]);
     return best;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void eng_free(eng *g)
@@ -440,6 +385,117 @@ static void eng_free(eng *g)
     free(g->dpow);
 }
 
+/* The state of a replay of st through `slots` entries under p. 0, or -1
+ * when out of memory (g freed). */
+static int eng_init(eng *g, const simp_steps *st, uint32_t slots, const simp_params *p)
+{
+    memset(g, 0, sizeof *g);
+    g->p = p;
+    g->E = st->experts;
+    g->slots = slots;
+    size_t ns = slots ? slots : 1, nk = (size_t)st->layers * st->experts;
+    size_t nl = st->layers ? st->layers : 1;
+    g->s_key = malloc(ns * sizeof *g->s_key);
+    g->s_tick = calloc(ns, sizeof *g->s_tick);
+    g->s_pin = calloc(ns, sizeof *g->s_pin);
+    g->s_q = calloc(ns, sizeof *g->s_q);
+    g->s_qv = calloc(ns, sizeof *g->s_qv);
+    g->s_qe = calloc(ns, sizeof *g->s_qe);
+    g->k_slot = malloc((nk ? nk : 1) * sizeof *g->k_slot);
+    g->k_f = calloc(nk ? nk : 1, sizeof *g->k_f);
+    g->k_last = calloc(nk ? nk : 1, sizeof *g->k_last);
+    g->k_hist = calloc(nk ? nk : 1, 1);
+    g->l_visits = calloc(nl, sizeof *g->l_visits);
+    g->l_step = calloc(nl, sizeof *g->l_step);
+    g->dpow = malloc(SMOE__REUSE_POW_N * sizeof *g->dpow);
+    if (!g->s_key || !g->s_tick || !g->s_pin || !g->s_q || !g->s_qv || !g->s_qe ||
+        !g->k_slot || !g->k_f || !g->k_last || !g->k_hist || !g->l_visits || !g->l_step ||
+        !g->dpow) {
+        eng_free(g);
+        return -1;
+    }
+    for (size_t i = 0; i < nk; i++)
+        g->k_slot[i] = NONE;
+    for (uint32_t i = 0; i < slots; i++)
+        g->s_qv[i] = NONE;
+    smoe__reuse_pow_fill(g->dpow, p->decay);
+    memcpy(g->w, p->weights ? p->weights : smoe__reuse_w_start(), sizeof g->w);
+    memcpy(g->ws, g->w, sizeof g->ws);
+    g->qv = SMOE__REUSE_QV_START;
+    g->period = st->layers ? st->layers : 1;
+    return 0;
+}
+
+/* An entry for key k, not cached: a free one, else the victim's (whose key
+ * goes to *evicted). NONE when every entry is pinned. */
+static uint32_t take_entry(eng *g, uint32_t k, simp_report *rep, uint32_t *evicted)
+{
+    uint32_t i;
+    *evicted = NONE;
+    if (g->used < g->slots) {
+        i = g->used++;
+    } else {
+        uint64_t t0 = tool_now_ns();
+        i = pick(g, &rep->scanned);
+        rep->scan_ns += tool_now_ns() - t0;
+        if (i == NONE)
+            return NONE;
+        rep->evictions++;
+        *evicted = g->s_key[i];
+        g->k_slot[*evicted] = NONE;
+    }
+    g->s_key[i] = k;
+    g->k_slot[k] = i;
+    return i;
+}
+
+/* Step s begins: a visit of its layer. */
+static void begin_step(eng *g, const simp_steps *st, size_t s)
+{
+    uint32_t l = st->layer[s];
+    g->step = s + 1; /* pins of 0 never match */
+    if (g->l_visits[l])
+        g->period = smoe__reuse_period_next(g->period, (double)(g->step - g->l_step[l]));
+    g->l_visits[l]++;
+    g->l_step[l] = g->step;
+    g->cur = l;
+}
+
+/* A request for key k of the current layer; *evicted as take_entry. */
+static void request(eng *g, uint32_t k, sim_result *out, simp_report *rep, uint32_t *evicted)
+{
+    uint32_t i = g->k_slot[k];
+    out->requests++;
+    *evicted = NONE;
+    if (i != NONE) {
+        out->hits++;
+    } else {
+        out->misses++;
+        if ((i = take_entry(g, k, rep, evicted)) == NONE) {
+            rep->no_victim++;
+            note_use(g, k, g->cur);
+            return;
+        }
+    }
+    g->s_tick[i] = ++g->tick;
+    g->s_pin[i] = g->step;
+    g->s_qv[i] = NONE; /* its history changes: q is stale */
+    note_use(g, k, g->cur);
+}
+
+/* A one-shot read of key k: an entry when not cached (the ring touches a
+ * cached one), no pin, no count, nothing learned. */
+static void one_shot(eng *g, uint32_t k, simp_report *rep)
+{
+    uint32_t i = g->k_slot[k], evicted;
+    if (i == NONE) {
+        if ((i = take_entry(g, k, rep, &evicted)) == NONE)
+            return;
+        g->s_qv[i] = NONE;
+    }
+    g->s_tick[i] = ++g->tick;
+}
+
 int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_result *out,
              uint32_t *victims, simp_report *report)
 {
@@ -447,110 +503,20 @@ int simp_run(const simp_steps *st, uint32_t slots, const simp_params *p, sim_res
     simp_report rep;
     memset(&rep, 0, sizeof rep);
     eng g;
-    memset(&g, 0, sizeof g);
-    g.p = p;
-    g.E = st->experts;
-    g.slots = slots;
-    size_t nk = (size_t)st->layers * st->experts;
-    g.s_key = malloc((slots ? slots : 1) * sizeof *g.s_key);
-    g.s_tick = calloc(slots ? slots : 1, sizeof *g.s_tick);
-    g.s_pin = calloc(slots ? slots : 1, sizeof *g.s_pin);
-    g.s_q = calloc(slots ? slots : 1, sizeof *g.s_q);
-    g.s_qv = calloc(slots ? slots : 1, sizeof *g.s_qv);
-    g.s_qe = calloc(slots ? slots : 1, sizeof *g.s_qe);
-    g.k_slot = malloc((nk ? nk : 1) * sizeof *g.k_slot);
-    g.k_f = calloc(nk ? nk : 1, sizeof *g.k_f);
-    g.k_last = calloc(nk ? nk : 1, sizeof *g.k_last);
-    g.k_hist = calloc(nk ? nk : 1, 1);
-    g.l_visits = calloc(st->layers ? st->layers : 1, sizeof *g.l_visits);
-    g.l_step = calloc(st->layers ? st->layers : 1, sizeof *g.l_step);
-    g.dpow = malloc(POW_N * sizeof *g.dpow);
-    if (!g.s_key || !g.s_tick || !g.s_pin || !g.s_q || !g.s_qv || !g.s_qe || !g.k_slot ||
-        !g.k_f || !g.k_last || !g.k_hist || !g.l_visits || !g.l_step || !g.dpow) {
-        eng_free(&g);
+    if (eng_init(&g, st, slots, p) < 0)
         return -1;
-    }
-    for (size_t i = 0; i < nk; i++)
-        g.k_slot[i] = NONE;
-    for (uint32_t i = 0; i < slots; i++)
-        g.s_qv[i] = NONE;
-    g.dpow[0] = 1;
-    for (size_t i = 1; i < POW_N; i++)
-        g.dpow[i] = g.dpow[i - 1] * p->decay;
-    memcpy(g.w, p->weights ? p->weights : w_start, sizeof g.w);
-    memcpy(g.ws, g.w, sizeof g.ws);
-    g.qv = 0.5;
-    g.period = st->layers ? st->layers : 1;
-    uint32_t used = 0;
-
     size_t r = 0;
     for (size_t s = 0; s < st->n_steps; s++) {
-        uint32_t l = st->layer[s];
-        g.step = s + 1; /* pins of 0 never match */
-        if (g.l_visits[l])
-            g.period += ((double)(g.step - g.l_step[l]) - g.period) / 16.0;
-        g.l_visits[l]++;
-        g.l_step[l] = g.step;
-        g.cur = l;
+        begin_step(&g, st, s);
         for (size_t j = st->off[s]; j < st->off[s + 1]; j++, r++) {
-            uint32_t k = st->keys[j];
-            uint32_t i = g.k_slot[k];
-            out->requests++;
+            uint32_t evicted;
+            request(&g, st->keys[j], out, &rep, &evicted);
             if (victims)
-                victims[r] = NONE;
-            if (i != NONE) {
-                out->hits++;
-            } else {
-                out->misses++;
-                if (used < slots) {
-                    i = used++;
-                } else {
-                    uint64_t t0 = now_ns();
-                    i = pick(&g, &rep.scanned);
-                    rep.scan_ns += now_ns() - t0;
-                    if (i == NONE) {
-                        rep.no_victim++;
-                        note_use(&g, k, l);
-                        continue;
-                    }
-                    rep.evictions++;
-                    g.k_slot[g.s_key[i]] = NONE;
-                    if (victims)
-                        victims[r] = g.s_key[i];
-                }
-                g.s_key[i] = k;
-                g.k_slot[k] = i;
-            }
-            g.s_tick[i] = ++g.tick;
-            g.s_pin[i] = g.step;
-            g.s_qv[i] = NONE; /* its history changes: q is stale */
-            note_use(&g, k, l);
+                victims[r] = evicted;
         }
-        if (!st->one_off)
-            continue;
-        /* One-shot reads: a slot each when not cached (the ring touches a
-         * cached one), no pin, no count, nothing learned. */
-        for (size_t j = st->one_off[s]; j < st->one_off[s + 1]; j++) {
-            uint32_t k = st->one_keys[j];
-            uint32_t i = g.k_slot[k];
-            if (i == NONE) {
-                if (used < slots) {
-                    i = used++;
-                } else {
-                    uint64_t t0 = now_ns();
-                    i = pick(&g, &rep.scanned);
-                    rep.scan_ns += now_ns() - t0;
-                    if (i == NONE)
-                        continue;
-                    rep.evictions++;
-                    g.k_slot[g.s_key[i]] = NONE;
-                }
-                g.s_key[i] = k;
-                g.k_slot[k] = i;
-                g.s_qv[i] = NONE;
-            }
-            g.s_tick[i] = ++g.tick;
-        }
+        for (size_t j = st->one_off ? st->one_off[s] : 0;
+             st->one_off && j < st->one_off[s + 1]; j++)
+            one_shot(&g, st->one_keys[j], &rep);
     }
     memcpy(rep.weights, g.w, sizeof rep.weights);
     if (report)

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evict_reuse_model.h"
 #include "sim.h"
 #include "trace.h"
 
@@ -68,7 +69,8 @@ typedef enum simp_policy {
     SIMP_N_POLICIES
 } simp_policy;
 
-#define SIMP_REUSE_W 10 /* weights: bias, log rate, 8 history bits */
+/* REUSE's weights: bias, log rate, 8 history bits (evict_reuse_model.h). */
+#define SIMP_REUSE_W SMOE__REUSE_W
 
 typedef struct simp_params {
     simp_policy policy;

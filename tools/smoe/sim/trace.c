@@ -190,50 +190,97 @@ static int parse_comment(parser *p, tool_trace *t, const char *s)
     return 0;
 }
 
-static int parse_row(parser *p, const char *s)
+/* "token layer": the numbers and where they may stand. */
+static int parse_head(parser *p, const char **cp, uint32_t *token, uint32_t *layer)
 {
-    uint32_t token, layer, e;
     int ovf = 0;
-    const char *c = s;
-    if (!parse_num(p, &c, &token, &ovf))
+    const char *s = *cp, *c = s;
+    if (!parse_num(p, &c, token, &ovf))
         return fail(p, ovf ? "token number exceeds 4294967295"
                            : "expected 'token layer e1 ... ek [| s1 ...]', found '%.40s'", s);
     if (*c != ' ' && *c != '\t')
-        return fail(p, "unexpected '%.20s' after token %u: expected a space", c, token);
-    if (!parse_num(p, &c, &layer, &ovf))
+        return fail(p, "unexpected '%.20s' after token %u: expected a space", c, *token);
+    if (!parse_num(p, &c, layer, &ovf))
         return fail(p, ovf ? "layer number exceeds 4294967295"
-                           : "expected a layer number after token %u", token);
+                           : "expected a layer number after token %u", *token);
     if (*c != ' ' && *c != '\t' && *c != '\0')
-        return fail(p, "unexpected '%.20s' after layer %u: expected a space", c, layer);
-    if (p->h_layers && layer >= p->h_layers)
-        return fail(p, "layer %u: expected < %u (layers= in the header)", layer, p->h_layers);
-    if (layer >= TRACE_MAX_SHAPE)
-        return fail(p, "layer %u: expected < %u", layer, TRACE_MAX_SHAPE);
+        return fail(p, "unexpected '%.20s' after layer %u: expected a space", c, *layer);
+    if (p->h_layers && *layer >= p->h_layers)
+        return fail(p, "layer %u: expected < %u (layers= in the header)", *layer, p->h_layers);
+    if (*layer >= TRACE_MAX_SHAPE)
+        return fail(p, "layer %u: expected < %u", *layer, TRACE_MAX_SHAPE);
+    *cp = c;
+    return 0;
+}
+
+/* Whether the row starts a new token (*new_token), and that tokens never
+ * decrease and a token's layers increase. */
+static int check_order(parser *p, uint32_t token, uint32_t layer, int *new_token)
+{
     if (p->last_token >= 0 && (int64_t)token < p->last_token)
         return fail(p, "token %u after token %lld: token numbers must not decrease", token,
                     (long long)p->last_token);
     /* The first row after '# request N' always starts a token. */
     int req_start = p->req_tok.n && p->req_tok.v[p->req_tok.n - 1] == p->tok_num.n;
-    int new_token = p->last_token < 0 || (int64_t)token != p->last_token || req_start;
+    *new_token = p->last_token < 0 || (int64_t)token != p->last_token || req_start;
     if (req_start && p->last_token >= 0 && (int64_t)token == p->last_token)
         return fail(p, "token %u continues across '# request': expected a new token number",
                     token);
-    if (!new_token && (int64_t)layer <= p->last_layer)
+    if (!*new_token && (int64_t)layer <= p->last_layer)
         return fail(p, "token %u lists layer %u after layer %lld: layers of one token must "
                     "increase", token, layer, (long long)p->last_layer);
+    return 0;
+}
 
-    uint32_t seen[TRACE_MAX_K + TRACE_MAX_SPEC];
-    uint32_t k = 0, m = 0;
-    int in_spec = 0;
+/* Expert e, ranked (in_spec 0) or speculative, into the row's lists;
+ * seen[0 .. *k + *m) are the row's experts so far. */
+static int add_expert(parser *p, uint32_t e, int in_spec, uint32_t *seen, uint32_t *k,
+                      uint32_t *m)
+{
+    if (p->h_experts && e >= p->h_experts)
+        return fail(p, "expert %u: expected < %u (experts= in the header)", e, p->h_experts);
+    if (e >= TRACE_MAX_SHAPE)
+        return fail(p, "expert %u: expected < %u", e, TRACE_MAX_SHAPE);
+    for (uint32_t i = 0; i < *k + *m; i++)
+        if (seen[i] == e)
+            return fail(p, "expert %u appears twice: the experts of a line must be distinct", e);
+    if (!in_spec) {
+        if (*k == TRACE_MAX_K)
+            return fail(p, "more than %u ranked experts", TRACE_MAX_K);
+        if (p->h_topk && *k == p->h_topk)
+            return fail(p, "more than %u ranked experts (topk= in the header)", p->h_topk);
+        seen[*k + *m] = e;
+        ++*k;
+        if (u32vec_push(&p->ids, e))
+            return fail(p, "out of memory");
+    } else {
+        if (*m == TRACE_MAX_SPEC)
+            return fail(p, "more than %u speculative ranks", TRACE_MAX_SPEC);
+        seen[*k + *m] = e;
+        ++*m;
+        if (u32vec_push(&p->spec, e))
+            return fail(p, "out of memory");
+    }
+    if (e > p->max_expert)
+        p->max_expert = e;
+    return 0;
+}
+
+/* "e1 ... ek [| s1 ...]": *k ranked experts, *m speculative ranks. */
+static int parse_experts(parser *p, const char *c, uint32_t *k, uint32_t *m)
+{
+    uint32_t seen[TRACE_MAX_K + TRACE_MAX_SPEC], e;
+    int in_spec = 0, ovf = 0, rc;
+    *k = *m = 0;
     for (;;) {
         while (*c == ' ' || *c == '\t')
             c++;
         if (*c == '\0')
-            break;
+            return 0;
         if (*c == '|') {
             if (in_spec)
                 return fail(p, "second '|': expected one separator before the speculative ranks");
-            if (k == 0)
+            if (*k == 0)
                 return fail(p, "'|' before any expert: expected at least one ranked expert");
             in_spec = 1;
             c++;
@@ -244,38 +291,15 @@ static int parse_row(parser *p, const char *s)
                                : "unexpected '%.20s': expected an expert number or '|'", c);
         if (*c && *c != ' ' && *c != '\t' && *c != '|')
             return fail(p, "unexpected '%.20s' after expert %u: expected a space", c, e);
-        if (p->h_experts && e >= p->h_experts)
-            return fail(p, "expert %u: expected < %u (experts= in the header)", e, p->h_experts);
-        if (e >= TRACE_MAX_SHAPE)
-            return fail(p, "expert %u: expected < %u", e, TRACE_MAX_SHAPE);
-        for (uint32_t i = 0; i < k + m; i++)
-            if (seen[i] == e)
-                return fail(p, "expert %u appears twice: the experts of a line must be distinct", e);
-        if (!in_spec) {
-            if (k == TRACE_MAX_K)
-                return fail(p, "more than %u ranked experts", TRACE_MAX_K);
-            if (p->h_topk && k == p->h_topk)
-                return fail(p, "more than %u ranked experts (topk= in the header)", p->h_topk);
-            seen[k + m] = e;
-            k++;
-            if (u32vec_push(&p->ids, e))
-                return fail(p, "out of memory");
-        } else {
-            if (m == TRACE_MAX_SPEC)
-                return fail(p, "more than %u speculative ranks", TRACE_MAX_SPEC);
-            seen[k + m] = e;
-            m++;
-            if (u32vec_push(&p->spec, e))
-                return fail(p, "out of memory");
-        }
-        if (e > p->max_expert)
-            p->max_expert = e;
+        if ((rc = add_expert(p, e, in_spec, seen, k, m)) != 0)
+            return rc;
     }
-    if (k == 0)
-        return fail(p, "token %u layer %u: expected at least one expert", token, layer);
-    if (p->ids.n > UINT32_MAX - TRACE_MAX_K || p->spec.n > UINT32_MAX - TRACE_MAX_SPEC)
-        return fail(p, "too many experts in one trace (more than 4294967295)");
+}
 
+/* The row's place: a new token when it starts one, its layer and offsets. */
+static int append_row(parser *p, uint32_t token, uint32_t layer, int new_token, uint32_t k,
+                      uint32_t m)
+{
     if (new_token) {
         if (!p->req_tok.n && sizevec_push(&p->req_tok, 0))
             return fail(p, "out of memory");
@@ -295,6 +319,22 @@ static int parse_row(parser *p, const char *s)
         p->max_spec = m;
     p->any_row = 1;
     return 0;
+}
+
+static int parse_row(parser *p, const char *s)
+{
+    uint32_t token = 0, layer = 0, k = 0, m = 0;
+    int new_token = 0, rc;
+    const char *c = s;
+    if ((rc = parse_head(p, &c, &token, &layer)) != 0 ||
+        (rc = check_order(p, token, layer, &new_token)) != 0 ||
+        (rc = parse_experts(p, c, &k, &m)) != 0)
+        return rc;
+    if (k == 0)
+        return fail(p, "token %u layer %u: expected at least one expert", token, layer);
+    if (p->ids.n > UINT32_MAX - TRACE_MAX_K || p->spec.n > UINT32_MAX - TRACE_MAX_SPEC)
+        return fail(p, "too many experts in one trace (more than 4294967295)");
+    return append_row(p, token, layer, new_token, k, m);
 }
 
 static void parser_free(parser *p)
