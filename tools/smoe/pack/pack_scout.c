@@ -173,76 +173,84 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(((const name_ref *)a)->name, ((const name_ref *)b)->name);
 }
 
-/* Parse `total` records; sc->count counts those parsed (and to be freed). */
-static int parse_records(const uint8_t *ix, const char *fname, pack_scout *sc, uint32_t total)
+/* Record i at r (`room` bytes of the index left) into sc->e[i]; *size gets
+ * its length. sc->count counts the records whose names were taken. */
+static int decode_record(const uint8_t *r, uint64_t room, const char *fname, pack_scout *sc,
+                         uint32_t i, uint64_t *size)
 {
-    uint64_t pos = 0, prev_end = sc->data_offset;
-    for (uint32_t i = 0; i < total; i++) {
-        if (sc->index_bytes - pos < PACK_SCOUT_RECORD)
-            return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 " runs past the index "
-                              "(%" PRIu64 " bytes)", fname, i, sc->index_bytes);
-        const uint8_t *r = ix + pos;
-        uint32_t nl = get32(r + 104);
-        if (nl == 0 || nl >= PACK_NAME_MAX || record_size(nl) > sc->index_bytes - pos)
-            return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 ": name length %" PRIu32
-                              " (expected 1 to %d, inside the index)", fname, i, nl,
-                              PACK_NAME_MAX - 1);
-        if (memchr(r + PACK_SCOUT_RECORD, 0, nl))
-            return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 ": name holds a NUL",
-                              fname, i);
-        pack_scout_entry *e = &sc->e[i];
-        if (!(e->name = strndup((const char *)r + PACK_SCOUT_RECORD, nl)))
-            return smoe__fail(SMOE_ENOMEM, "out of memory");
-        sc->count = i + 1;
-        e->offset = get64(r);
-        e->nbytes = get64(r + 8);
-        e->hash = get_hash(r + 16);
-        e->dtype = get32(r + 24);
-        e->ndim = get32(r + 28);
-        e->quant_group = get32(r + 32);
-        e->quant_bits = get32(r + 36);
-        for (int d = 0; d < PACK_MAX_DIMS; d++)
-            e->shape[d] = get64(r + 40 + 8 * d);
-        if (get32(r + 108))
-            return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': reserved field is not zero",
-                              fname, e->name);
-        if (e->ndim > PACK_MAX_DIMS)
-            return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': ndim %" PRIu32 ", expected 0 to %d",
-                              fname, e->name, e->ndim, PACK_MAX_DIMS);
-        for (uint32_t d = e->ndim; d < PACK_MAX_DIMS; d++)
-            if (e->shape[d])
-                return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': shape[%" PRIu32 "] past ndim "
-                                  "is not zero", fname, e->name, d);
-        uint64_t end;
-        if (pack_add(e->offset, e->nbytes, &end))
-            return smoe__fail(SMOE_EOVERFLOW, "%s: tensor '%s': offset plus size overflows",
-                              fname, e->name);
-        if (e->offset % PACK_SCOUT_ALIGN)
-            return smoe__fail(SMOE_EALIGN, "%s: tensor '%s': offset %" PRIu64 " is not a "
-                              "multiple of %u", fname, e->name, e->offset, PACK_SCOUT_ALIGN);
-        if (e->offset < prev_end)
-            return smoe__fail(SMOE_EOVERLAP, "%s: tensor '%s': offset %" PRIu64 " is before the "
-                              "end of the data before it (%" PRIu64 ")", fname, e->name,
-                              e->offset, prev_end);
-        if (end > sc->file_size)
-            return smoe__fail(SMOE_ERANGE, "%s: tensor '%s': bytes [%" PRIu64 ", %" PRIu64
-                              ") lie past the end of the file (%" PRIu64 ")", fname, e->name,
-                              e->offset, end, sc->file_size);
-        uint64_t want = e->ndim >= 1 && e->ndim <= SMOE_MAX_DIMS
-                            ? smoe__dtype_bytes(e->dtype, e->shape, e->ndim, e->quant_group,
-                                                e->quant_bits)
-                            : 0;
-        if (want && want != e->nbytes)
-            return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': %s of this shape is %" PRIu64
-                              " bytes, the index says %" PRIu64, fname, e->name,
-                              smoe_dtype_name(e->dtype), want, e->nbytes);
-        prev_end = end;
-        pos += record_size(nl);
-    }
-    if (pos != sc->index_bytes)
-        return smoe__fail(SMOE_EFORMAT, "%s: index is %" PRIu64 " bytes but its records take %"
-                          PRIu64, fname, sc->index_bytes, pos);
-    /* Names are unique. */
+    if (room < PACK_SCOUT_RECORD)
+        return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 " runs past the index "
+                          "(%" PRIu64 " bytes)", fname, i, sc->index_bytes);
+    uint32_t nl = get32(r + 104);
+    if (nl == 0 || nl >= PACK_NAME_MAX || record_size(nl) > room)
+        return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 ": name length %" PRIu32
+                          " (expected 1 to %d, inside the index)", fname, i, nl,
+                          PACK_NAME_MAX - 1);
+    if (memchr(r + PACK_SCOUT_RECORD, 0, nl))
+        return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 ": name holds a NUL",
+                          fname, i);
+    pack_scout_entry *e = &sc->e[i];
+    if (!(e->name = strndup((const char *)r + PACK_SCOUT_RECORD, nl)))
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    sc->count = i + 1;
+    e->offset = get64(r);
+    e->nbytes = get64(r + 8);
+    e->hash = get_hash(r + 16);
+    e->dtype = get32(r + 24);
+    e->ndim = get32(r + 28);
+    e->quant_group = get32(r + 32);
+    e->quant_bits = get32(r + 36);
+    for (int d = 0; d < PACK_MAX_DIMS; d++)
+        e->shape[d] = get64(r + 40 + 8 * d);
+    *size = record_size(nl);
+    if (get32(r + 108))
+        return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': reserved field is not zero",
+                          fname, e->name);
+    return 0;
+}
+
+/* An entry's fields against each other and the file: its shape, its bytes
+ * (aligned, after the data before it, inside the file, the size its dtype
+ * and shape give). */
+static int check_entry(const pack_scout_entry *e, const char *fname, uint64_t prev_end,
+                       uint64_t file_size)
+{
+    if (e->ndim > PACK_MAX_DIMS)
+        return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': ndim %" PRIu32 ", expected 0 to %d",
+                          fname, e->name, e->ndim, PACK_MAX_DIMS);
+    for (uint32_t d = e->ndim; d < PACK_MAX_DIMS; d++)
+        if (e->shape[d])
+            return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': shape[%" PRIu32 "] past ndim "
+                              "is not zero", fname, e->name, d);
+    uint64_t end;
+    if (pack_add(e->offset, e->nbytes, &end))
+        return smoe__fail(SMOE_EOVERFLOW, "%s: tensor '%s': offset plus size overflows",
+                          fname, e->name);
+    if (e->offset % PACK_SCOUT_ALIGN)
+        return smoe__fail(SMOE_EALIGN, "%s: tensor '%s': offset %" PRIu64 " is not a "
+                          "multiple of %u", fname, e->name, e->offset, PACK_SCOUT_ALIGN);
+    if (e->offset < prev_end)
+        return smoe__fail(SMOE_EOVERLAP, "%s: tensor '%s': offset %" PRIu64 " is before the "
+                          "end of the data before it (%" PRIu64 ")", fname, e->name,
+                          e->offset, prev_end);
+    if (end > file_size)
+        return smoe__fail(SMOE_ERANGE, "%s: tensor '%s': bytes [%" PRIu64 ", %" PRIu64
+                          ") lie past the end of the file (%" PRIu64 ")", fname, e->name,
+                          e->offset, end, file_size);
+    uint64_t want = e->ndim >= 1 && e->ndim <= SMOE_MAX_DIMS
+                        ? smoe__dtype_bytes(e->dtype, e->shape, e->ndim, e->quant_group,
+                                            e->quant_bits)
+                        : 0;
+    if (want && want != e->nbytes)
+        return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': %s of this shape is %" PRIu64
+                          " bytes, the index says %" PRIu64, fname, e->name,
+                          smoe_dtype_name(e->dtype), want, e->nbytes);
+    return 0;
+}
+
+/* Names are unique. */
+static int check_names(const pack_scout *sc, const char *fname)
+{
     name_ref *refs = malloc((sc->count ? sc->count : 1) * sizeof *refs);
     if (!refs)
         return smoe__fail(SMOE_ENOMEM, "out of memory");
@@ -257,6 +265,25 @@ static int parse_records(const uint8_t *ix, const char *fname, pack_scout *sc, u
             rc = smoe__fail(SMOE_EDUP, "%s: tensor '%s' is listed twice", fname, refs[i].name);
     free(refs);
     return rc;
+}
+
+/* Parse `total` records; sc->count counts those parsed (and to be freed). */
+static int parse_records(const uint8_t *ix, const char *fname, pack_scout *sc, uint32_t total)
+{
+    uint64_t pos = 0, prev_end = sc->data_offset, size = 0;
+    for (uint32_t i = 0; i < total; i++) {
+        int rc = decode_record(ix + pos, sc->index_bytes - pos, fname, sc, i, &size);
+        if (rc == 0)
+            rc = check_entry(&sc->e[i], fname, prev_end, sc->file_size);
+        if (rc < 0)
+            return rc;
+        prev_end = sc->e[i].offset + sc->e[i].nbytes;
+        pos += size;
+    }
+    if (pos != sc->index_bytes)
+        return smoe__fail(SMOE_EFORMAT, "%s: index is %" PRIu64 " bytes but its records take %"
+                          PRIu64, fname, sc->index_bytes, pos);
+    return check_names(sc, fname);
 }
 
 int pack_scout_parse(const uint8_t *buf, size_t n, uint64_t file_size, const char *fname,

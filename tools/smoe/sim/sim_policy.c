@@ -139,6 +139,64 @@ static int add_one_shots(simp_steps *st, uint32_t n, uint64_t seed)
     return 0;
 }
 
+/* Scratch of simp_steps_from_trace. */
+typedef struct cutter {
+    const tool_trace *t;
+    size_t *order;     /* the tokens in replay order */
+    size_t *lorder;    /* the layers in the order a group walks them */
+    size_t *row_of;    /* per (token in the group, layer): its row, or SIZE_MAX */
+    uint32_t *mark;    /* per key: the step that took it last */
+    uint32_t stamp;
+} cutter;
+
+static void cutter_free(cutter *c)
+{
+    free(c->order);
+    free(c->lorder);
+    free(c->row_of);
+    free(c->mark);
+}
+
+/* One group of gn tokens (from order[g0]): a step per layer it asks of,
+ * the union of its tokens' experts, in the order the layers are walked. */
+static void cut_group(cutter *c, size_t g0, size_t gn, uint64_t *lrng, simp_steps *out,
+                      size_t *ns, size_t *nkeys)
+{
+    const tool_trace *t = c->t;
+    for (size_t i = 0; i < gn * t->layers; i++)
+        c->row_of[i] = SIZE_MAX;
+    for (size_t g = 0; g < gn; g++) {
+        size_t tok = c->order[g0 + g];
+        for (size_t r = t->tok_row[tok]; r < t->tok_row[tok + 1]; r++)
+            c->row_of[g * t->layers + t->row_layer[r]] = r;
+    }
+    for (uint32_t l = 0; l < t->layers; l++)
+        c->lorder[l] = l;
+    if (*lrng)
+        shuffle(c->lorder, t->layers, lrng);
+    for (uint32_t li = 0; li < t->layers; li++) {
+        uint32_t l = (uint32_t)c->lorder[li];
+        size_t start = *nkeys;
+        c->stamp++;
+        for (size_t g = 0; g < gn; g++) {
+            size_t r = c->row_of[g * t->layers + l];
+            if (r == SIZE_MAX)
+                continue;
+            for (uint32_t i = t->row_off[r]; i < t->row_off[r + 1]; i++) {
+                uint32_t k = l * t->experts + t->ids[i];
+                if (c->mark[k] != c->stamp) {
+                    c->mark[k] = c->stamp;
+                    out->keys[(*nkeys)++] = k;
+                }
+            }
+        }
+        if (*nkeys == start)
+            continue;
+        out->layer[*ns] = l;
+        out->off[++*ns] = *nkeys;
+    }
+}
+
 int simp_steps_from_trace(const tool_trace *t, const simp_shape *shape, simp_steps *out)
 {
     memset(out, 0, sizeof *out);
@@ -149,76 +207,35 @@ int simp_steps_from_trace(const tool_trace *t, const simp_shape *shape, simp_ste
         e = t->n_tokens;
     if (b > e)
         b = e;
-    size_t nt = e - b;
+    size_t nt = e - b, nk = (size_t)t->layers * t->experts;
     uint32_t group = shape->group > 1 ? shape->group : 1;
-    size_t nk = (size_t)t->layers * t->experts;
     size_t max_steps = nt * t->layers;
     size_t max_keys = nt ? t->row_off[t->tok_row[e]] - t->row_off[t->tok_row[b]] : 0;
-    size_t *order = malloc((nt ? nt : 1) * sizeof *order);
-    size_t *lorder = malloc((t->layers ? t->layers : 1) * sizeof *lorder);
-    /* per (token in the group, layer): its row, or SIZE_MAX */
     size_t n_row_of = (size_t)group * t->layers;
-    size_t *row_of = malloc((n_row_of ? n_row_of : 1) * sizeof *row_of);
-    uint32_t *mark = calloc(nk ? nk : 1, sizeof *mark);
+    cutter c = {t, malloc((nt ? nt : 1) * sizeof *c.order),
+                malloc((t->layers ? t->layers : 1) * sizeof *c.lorder),
+                malloc((n_row_of ? n_row_of : 1) * sizeof *c.row_of),
+                calloc(nk ? nk : 1, sizeof *c.mark), 0};
     out->layer = malloc((max_steps ? max_steps : 1) * sizeof *out->layer);
     out->off = malloc((max_steps + 1) * sizeof *out->off);
     out->keys = malloc((max_keys ? max_keys : 1) * sizeof *out->keys);
-    if (!order || !lorder || !row_of || !mark || !out->layer || !out->off || !out->keys) {
-        free(order);
-        free(lorder);
-        free(row_of);
-        free(mark);
+    if (!c.order || !c.lorder || !c.row_of || !c.mark || !out->layer || !out->off ||
+        !out->keys) {
+        cutter_free(&c);
         simp_steps_free(out);
         return -1;
     }
     for (size_t i = 0; i < nt; i++)
-        order[i] = b + i;
+        c.order[i] = b + i;
     uint64_t trng = shape->shuffle_tokens, lrng = shape->shuffle_layers;
     if (trng)
-        shuffle(order, nt, &trng);
+        shuffle(c.order, nt, &trng);
     size_t ns = 0, nkeys = 0;
-    uint32_t stamp = 0;
     out->off[0] = 0;
-    for (size_t g0 = 0; g0 < nt; g0 += group) {
-        size_t gn = nt - g0 < group ? nt - g0 : group;
-        for (size_t i = 0; i < gn * t->layers; i++)
-            row_of[i] = SIZE_MAX;
-        for (size_t g = 0; g < gn; g++) {
-            size_t tok = order[g0 + g];
-            for (size_t r = t->tok_row[tok]; r < t->tok_row[tok + 1]; r++)
-                row_of[g * t->layers + t->row_layer[r]] = r;
-        }
-        for (uint32_t l = 0; l < t->layers; l++)
-            lorder[l] = l;
-        if (lrng)
-            shuffle(lorder, t->layers, &lrng);
-        for (uint32_t li = 0; li < t->layers; li++) {
-            uint32_t l = (uint32_t)lorder[li];
-            size_t start = nkeys;
-            stamp++;
-            for (size_t g = 0; g < gn; g++) {
-                size_t r = row_of[g * t->layers + l];
-                if (r == SIZE_MAX)
-                    continue;
-                for (uint32_t i = t->row_off[r]; i < t->row_off[r + 1]; i++) {
-                    uint32_t k = l * t->experts + t->ids[i];
-                    if (mark[k] != stamp) {
-                        mark[k] = stamp;
-                        out->keys[nkeys++] = k;
-                    }
-                }
-            }
-            if (nkeys == start)
-                continue;
-            out->layer[ns] = l;
-            out->off[++ns] = nkeys;
-        }
-    }
+    for (size_t g0 = 0; g0 < nt; g0 += group)
+        cut_group(&c, g0, nt - g0 < group ? nt - g0 : group, &lrng, out, &ns, &nkeys);
     out->n_steps = ns;
-    free(order);
-    free(lorder);
-    free(row_of);
-    free(mark);
+    cutter_free(&c);
     if (shape->one_shot && nk)
         return add_one_shots(out, shape->one_shot, shape->one_shot_seed);
     return 0;
