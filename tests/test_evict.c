@@ -120,15 +120,6 @@ static void reuse_takes_only_idle_slots(void **state)
 #define K 2u
 #define TOKENS 400u
 
-static uint64_t rng_next(uint64_t *x)
-{
-    /* splitmix64 */
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static int taken(const uint32_t *got, uint32_t n, uint32_t e)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -161,7 +152,7 @@ static void make_steps(simp_steps *st)
             for (uint32_t j = 0; j < K; j++) {
                 uint32_t e;
                 do {
-                    uint64_t r = rng_next(&x);
+                    uint64_t r = synth_splitmix64(&x);
                     if (t > 0 && r % 100 < 45)
                         e = prev[l][(r >> 8) % K];
                     else {

@@ -84,32 +84,30 @@ static int parse_mem(const char *s, uint64_t total, uint64_t *out)
     return tool_parse_size(s, out);
 }
 
+static int add_mode(void *u, const char *m)
+{
+    static const char *const names[] = {"smoe", "pagecache", "mmap", "direct", "smoe-lru",
+                                        "smoe-reuse"};
+    static const unsigned bits[] = {1u << BENCH_SMOE, 1u << BENCH_PAGECACHE, 1u << BENCH_MMAP,
+                                    1u << BENCH_DIRECT, 1u << BENCH_SMOE_LRU,
+                                    1u << BENCH_SMOE_REUSE};
+    unsigned *modes = u;
+    if (!strcmp(m, "all")) {
+        *modes |= bits[0] | bits[1] | bits[2] | bits[3];
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(m, names[i])) {
+            *modes |= bits[i];
+            return 0;
+        }
+    return -1;
+}
+
 static int parse_modes(const char *s, unsigned *modes)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
     *modes = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(tok, "all"))
-            *modes |= 1u << BENCH_SMOE | 1u << BENCH_PAGECACHE | 1u << BENCH_MMAP |
-                      1u << BENCH_DIRECT;
-        else if (!strcmp(tok, "smoe"))
-            *modes |= 1u << BENCH_SMOE;
-        else if (!strcmp(tok, "pagecache"))
-            *modes |= 1u << BENCH_PAGECACHE;
-        else if (!strcmp(tok, "mmap"))
-            *modes |= 1u << BENCH_MMAP;
-        else if (!strcmp(tok, "direct"))
-            *modes |= 1u << BENCH_DIRECT;
-        else if (!strcmp(tok, "smoe-lru"))
-            *modes |= 1u << BENCH_SMOE_LRU;
-        else if (!strcmp(tok, "smoe-reuse"))
-            *modes |= 1u << BENCH_SMOE_REUSE;
-        else
-            return -1;
-    }
-    return *modes ? 0 : -1;
+    return tool_each_item(s, add_mode, modes) || !*modes ? -1 : 0;
 }
 
 /* The vault's geometry, and every (layer, expert) the replay will ask for. */
@@ -304,39 +302,33 @@ static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
     cfg->drop_caches = cfg->use_cgroup = geteuid() == 0;
     *mem = "25%";
     *sweep = NULL;
-#define FLAG(name, dst, v) {name, NULL, TOOL_OPT_FLAG, 0, dst, v}
-#define CALL(name, id, kind) {name, NULL, kind, id, NULL, 0}
-#define TEXT(name, dst) {name, NULL, TOOL_OPT_VALUE, 0, dst, 0}
     const tool_opt opts[] = {
-        FLAG("--spec-next-layer", &cfg->spec_next_layer, 1),
-        FLAG("--no-drop-caches", &cfg->drop_caches, 0),
-        FLAG("--no-cgroup", &cfg->use_cgroup, 0),
-        FLAG("--cache-only", &cfg->cache_only, 1),
-        FLAG("--no-progress", &cfg->progress, 0),
-        CALL("--prewarm", OPT_PREWARM, TOOL_OPT_FLAG),
-        CALL("--freq", OPT_FREQ, TOOL_OPT_FLAG),
-        CALL("--allow-buffered", OPT_ALLOW_BUFFERED, TOOL_OPT_FLAG),
-        TEXT("--vault", &cfg->vault),
-        TEXT("--trace", &cfg->trace_path),
-        TEXT("--json", &cfg->json_path),
-        TEXT("--plot", &cfg->plot_path),
-        TEXT("--memory", mem),
-        TEXT("--sweep", sweep),
-        CALL("--mode", OPT_MODE, TOOL_OPT_VALUE),
-        CALL("--workers", OPT_WORKERS, TOOL_OPT_VALUE),
-        CALL("--compute-us", OPT_COMPUTE, TOOL_OPT_VALUE),
-        CALL("--idle-ms", OPT_IDLE, TOOL_OPT_VALUE),
-        CALL("--spec", OPT_SPEC, TOOL_OPT_VALUE),
-        CALL("--tokens", OPT_TOKENS, TOOL_OPT_VALUE),
-        CALL("--os-advice", OPT_ADVICE, TOOL_OPT_VALUE),
-        CALL("--eviction", OPT_EVICTION, TOOL_OPT_VALUE),
-        CALL("--verify", OPT_VERIFY, TOOL_OPT_VALUE),
-        CALL("--chunk", OPT_CHUNK, TOOL_OPT_VALUE),
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_FLAG("--spec-next-layer", &cfg->spec_next_layer, 1),
+        TOOL_FLAG("--no-drop-caches", &cfg->drop_caches, 0),
+        TOOL_FLAG("--no-cgroup", &cfg->use_cgroup, 0),
+        TOOL_FLAG("--cache-only", &cfg->cache_only, 1),
+        TOOL_FLAG("--no-progress", &cfg->progress, 0),
+        TOOL_CALL("--prewarm", OPT_PREWARM),
+        TOOL_CALL("--freq", OPT_FREQ),
+        TOOL_CALL("--allow-buffered", OPT_ALLOW_BUFFERED),
+        TOOL_TEXT("--vault", &cfg->vault),
+        TOOL_TEXT("--trace", &cfg->trace_path),
+        TOOL_TEXT("--json", &cfg->json_path),
+        TOOL_TEXT("--plot", &cfg->plot_path),
+        TOOL_TEXT("--memory", mem),
+        TOOL_TEXT("--sweep", sweep),
+        TOOL_VALUE("--mode", OPT_MODE),
+        TOOL_VALUE("--workers", OPT_WORKERS),
+        TOOL_VALUE("--compute-us", OPT_COMPUTE),
+        TOOL_VALUE("--idle-ms", OPT_IDLE),
+        TOOL_VALUE("--spec", OPT_SPEC),
+        TOOL_VALUE("--tokens", OPT_TOKENS),
+        TOOL_VALUE("--os-advice", OPT_ADVICE),
+        TOOL_VALUE("--eviction", OPT_EVICTION),
+        TOOL_VALUE("--verify", OPT_VERIFY),
+        TOOL_VALUE("--chunk", OPT_CHUNK),
+        TOOL_OPTS_END,
     };
-#undef FLAG
-#undef CALL
-#undef TEXT
     const tool_cli cli = {
         .cmd = "bench", .usage = usage, .opts = opts,
         .no_value = "%s: expected a value (see --help)",
@@ -349,23 +341,31 @@ static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
     return rc;
 }
 
+typedef struct sweep_list {
+    const bench_env *env;
+    bench_cfg *cfg;
+} sweep_list;
+
+static int add_sweep(void *u, const char *item)
+{
+    sweep_list *sl = u;
+    bench_cfg *cfg = sl->cfg;
+    if (cfg->n_sweep == 32 || parse_mem(item, sl->env->total_padded, &cfg->sweep[cfg->n_sweep]))
+        return -1;
+    cfg->n_sweep++;
+    return 0;
+}
+
 /* --memory and --sweep against the vault; each size must hold a layer. */
 static int size_caches(bench_env *env, bench_cfg *cfg, const char *mem, const char *sweep)
 {
     if (parse_mem(mem, env->total_padded, &cfg->memory) < 0)
         return tool_error("bench", "--memory '%s': expected bytes (300M, 4G) or a share "
                           "(10%%)", mem);
-    if (sweep) {
-        char buf[1024];
-        snprintf(buf, sizeof buf, "%s", sweep);
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-             tok = strtok_r(NULL, ",", &save)) {
-            if (cfg->n_sweep == 32 || parse_mem(tok, env->total_padded, &cfg->sweep[cfg->n_sweep]))
-                return tool_error("bench", "--sweep '%s': expected up to 32 sizes or shares, "
-                                  "comma-separated", sweep);
-            cfg->n_sweep++;
-        }
-    }
+    sweep_list sl = {env, cfg};
+    if (sweep && tool_each_item(sweep, add_sweep, &sl))
+        return tool_error("bench", "--sweep '%s': expected up to 32 sizes or shares, "
+                          "comma-separated", sweep);
     uint64_t need = (uint64_t)env->max_k * env->slot_bytes;
     for (int i = -1; i < cfg->n_sweep; i++) {
         uint64_t m = i < 0 ? cfg->memory : cfg->sweep[i];

@@ -108,14 +108,14 @@ static int parse(int argc, char **argv, args *a)
 {
     memset(a, 0, sizeof *a);
     const tool_opt opts[] = {
-        {"--json", NULL, TOOL_OPT_FLAG, 0, &a->json, 1},
-        {"--scout", NULL, TOOL_OPT_VALUE, 0, &a->scout, 0},
-        {"--scout-bytes", NULL, TOOL_OPT_VALUE, OPT_SCOUT_BYTES, NULL, 0},
-        {"--reserve", NULL, TOOL_OPT_VALUE, OPT_RESERVE, NULL, 0},
-        {"--top-k", NULL, TOOL_OPT_VALUE, OPT_TOP_K, NULL, 0},
-        {"--slots", NULL, TOOL_OPT_VALUE, OPT_SLOTS, NULL, 0},
-        {"--slot-mb", NULL, TOOL_OPT_VALUE, OPT_SLOT_MB, NULL, 0},
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_FLAG("--json", &a->json, 1),
+        TOOL_TEXT("--scout", &a->scout),
+        TOOL_VALUE("--scout-bytes", OPT_SCOUT_BYTES),
+        TOOL_VALUE("--reserve", OPT_RESERVE),
+        TOOL_VALUE("--top-k", OPT_TOP_K),
+        TOOL_VALUE("--slots", OPT_SLOTS),
+        TOOL_VALUE("--slot-mb", OPT_SLOT_MB),
+        TOOL_OPTS_END,
     };
     const tool_cli cli = {
         .cmd = cmd, .usage = usage, .opts = opts, .operand = &a->vault,

@@ -83,15 +83,15 @@ static int parse_args(int argc, char **argv, gen_args *a)
     a->model = "smoe-gen";
     a->seed = 1;
     const tool_opt opts[] = {
-        {"--out", NULL, TOOL_OPT_VALUE, 0, &a->out, 0},
-        {"--model", NULL, TOOL_OPT_VALUE, 0, &a->model, 0},
-        {"--top-k", NULL, TOOL_OPT_VALUE, 0, &a->top_k, 0},
-        {"--layers", NULL, TOOL_OPT_VALUE, OPT_LAYERS, NULL, 0},
-        {"--experts", NULL, TOOL_OPT_VALUE, OPT_EXPERTS, NULL, 0},
-        {"--blob-bytes", NULL, TOOL_OPT_VALUE, OPT_BYTES, NULL, 0},
-        {"--blob-bytes-max", NULL, TOOL_OPT_VALUE, OPT_BYTES_MAX, NULL, 0},
-        {"--seed", NULL, TOOL_OPT_VALUE, OPT_SEED, NULL, 0},
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_TEXT("--out", &a->out),
+        TOOL_TEXT("--model", &a->model),
+        TOOL_TEXT("--top-k", &a->top_k),
+        TOOL_VALUE("--layers", OPT_LAYERS),
+        TOOL_VALUE("--experts", OPT_EXPERTS),
+        TOOL_VALUE("--blob-bytes", OPT_BYTES),
+        TOOL_VALUE("--blob-bytes-max", OPT_BYTES_MAX),
+        TOOL_VALUE("--seed", OPT_SEED),
+        TOOL_OPTS_END,
     };
     const tool_cli cli = {
         .cmd = cmd, .usage = usage, .opts = opts, .hint = 1,

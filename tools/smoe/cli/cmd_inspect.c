@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "smoe/smoe.h"
+#include "byteorder.h"
 #include "pack.h"
 #include "tool.h"
 #include "vault.h"
@@ -43,14 +44,6 @@ typedef struct facts {
     uint64_t *used_by; /* blobs per layout */
 } facts;
 
-static uint64_t le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static int gather(const char *path, const smoe__vault *v, facts *f)
 {
     unsigned char h[128];
@@ -61,12 +54,11 @@ static int gather(const char *path, const smoe__vault *v, facts *f)
         return tool_error(cmd, "%s: cannot re-read the header", path);
     }
     fclose(fp);
-    f->version = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
-                 (uint32_t)h[11] << 24;
-    f->table_offset = le64(h + 48);
-    f->layout_offset = le64(h + 56);
-    f->meta_offset = le64(h + 64);
-    f->file_size_field = le64(h + 88);
+    f->version = smoe__le32(h + 8);
+    f->table_offset = smoe__le64(h + 48);
+    f->layout_offset = smoe__le64(h + 56);
+    f->meta_offset = smoe__le64(h + 64);
+    f->file_size_field = smoe__le64(h + 88);
     f->used_by = calloc(v->n_layouts, sizeof *f->used_by);
     if (!f->used_by)
         return tool_error(cmd, "out of memory");

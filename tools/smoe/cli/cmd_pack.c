@@ -86,14 +86,14 @@ static int parse_args(int argc, char **argv, pack_args *a)
     if (pack_patterns_init(&a->ps) < 0)
         return tool_error("pack", "%s", smoe_last_error());
     const tool_opt opts[] = {
-        {"--list-patterns", NULL, TOOL_OPT_FLAG, 0, &a->list, 1},
-        {"--progress", NULL, TOOL_OPT_FLAG, 0, &a->o.progress, 1},
+        TOOL_FLAG("--list-patterns", &a->list, 1),
+        TOOL_FLAG("--progress", &a->o.progress, 1),
         {"--quiet", "-q", TOOL_OPT_FLAG, 0, &a->o.progress, 0},
         {"--out", "-o", TOOL_OPT_VALUE, 0, &a->out, 0},
-        {"--scout", NULL, TOOL_OPT_VALUE, 0, &a->o.scout, 0},
-        {"--pattern", NULL, TOOL_OPT_VALUE, OPT_PATTERN, NULL, 0},
-        {"--component-align", NULL, TOOL_OPT_VALUE, OPT_ALIGN, NULL, 0},
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_TEXT("--scout", &a->o.scout),
+        TOOL_VALUE("--pattern", OPT_PATTERN),
+        TOOL_VALUE("--component-align", OPT_ALIGN),
+        TOOL_OPTS_END,
     };
     const tool_cli cli = {
         .cmd = "pack", .usage = usage, .opts = opts, .operand = &a->source,

@@ -73,16 +73,16 @@ static int parse_args(int argc, char **argv, read_args *a)
     a->workers = 16;
     a->verify = SMOE_VERIFY_DEFAULT;
     const tool_opt opts[] = {
-        {"--workers", NULL, TOOL_OPT_VALUE, OPT_WORKERS, NULL, 0},
-        {"--slots", NULL, TOOL_OPT_VALUE, OPT_SLOTS, NULL, 0},
-        {"--retries", NULL, TOOL_OPT_VALUE, OPT_RETRIES, NULL, 0},
-        {"--chunk", NULL, TOOL_OPT_VALUE, OPT_CHUNK, NULL, 0},
-        {"--verify", NULL, TOOL_OPT_FLAG, 0, &a->verify, SMOE_VERIFY_ON},
-        {"--no-verify", NULL, TOOL_OPT_FLAG, 0, &a->verify, SMOE_VERIFY_OFF},
-        {"--hash", NULL, TOOL_OPT_FLAG, 0, &a->hash, 1},
-        {"--buffered", NULL, TOOL_OPT_FLAG, 0, &a->buffered, 1},
-        {"--json", NULL, TOOL_OPT_FLAG, 0, &a->json, 1},
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_VALUE("--workers", OPT_WORKERS),
+        TOOL_VALUE("--slots", OPT_SLOTS),
+        TOOL_VALUE("--retries", OPT_RETRIES),
+        TOOL_VALUE("--chunk", OPT_CHUNK),
+        TOOL_FLAG("--verify", &a->verify, SMOE_VERIFY_ON),
+        TOOL_FLAG("--no-verify", &a->verify, SMOE_VERIFY_OFF),
+        TOOL_FLAG("--hash", &a->hash, 1),
+        TOOL_FLAG("--buffered", &a->buffered, 1),
+        TOOL_FLAG("--json", &a->json, 1),
+        TOOL_OPTS_END,
     };
     const tool_cli cli = {
         .cmd = cmd, .usage = usage, .opts = opts, .operand = &a->path,

@@ -73,49 +73,54 @@ typedef struct sim_cfg {
     const char *json_path;
 } sim_cfg;
 
+static int add_policy(void *u, const char *tok)
+{
+    sim_cfg *c = u;
+    int p = simp_policy_from_name(tok);
+    if (p < 0)
+        return tool_error("sim", "--policy: unknown policy '%s' (expected lru, lfu, layer or "
+                          "reuse)", tok);
+    for (int i = 0; i < c->n_policies; i++)
+        if (c->policies[i] == p)
+            return tool_error("sim", "--policy: '%s' given twice", tok);
+    c->policies[c->n_policies++] = p;
+    return 0;
+}
+
 static int parse_policies(const char *s, sim_cfg *c)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
     c->n_policies = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        int p = simp_policy_from_name(tok);
-        if (p < 0)
-            return tool_error("sim", "--policy: unknown policy '%s' (expected lru, lfu, "
-                              "layer or reuse)", tok);
-        for (int i = 0; i < c->n_policies; i++)
-            if (c->policies[i] == p)
-                return tool_error("sim", "--policy: '%s' given twice", tok);
-        c->policies[c->n_policies++] = p;
-    }
+    if (tool_each_item(s, add_policy, c))
+        return 1;
     if (!c->n_policies)
         return tool_error("sim", "--policy: expected a comma list of policies");
     return 0;
 }
 
+static int add_size(void *u, const char *tok)
+{
+    sim_cfg *c = u;
+    if (c->n_sizes == MAX_SIZES)
+        return tool_error("sim", "--size: at most %d sizes", MAX_SIZES);
+    size_spec *z = &c->sizes[c->n_sizes++];
+    memset(z, 0, sizeof *z);
+    size_t n = strlen(tok);
+    if (n > 1 && tok[n - 1] == '%') {
+        char *end;
+        z->pct = strtod(tok, &end);
+        if (end != tok + n - 1 || !(z->pct > 0 && z->pct <= 100))
+            return tool_error("sim", "--size: '%s' is not a share in (0%%, 100%%]", tok);
+    } else if (tool_parse_u32(tok, 1, UINT32_MAX, &z->slots)) {
+        return tool_error("sim", "--size: '%s' is neither P%% nor an entry count >= 1", tok);
+    }
+    return 0;
+}
+
 static int parse_sizes(const char *s, sim_cfg *c)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
     c->n_sizes = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (c->n_sizes == MAX_SIZES)
-            return tool_error("sim", "--size: at most %d sizes", MAX_SIZES);
-        size_spec *z = &c->sizes[c->n_sizes++];
-        memset(z, 0, sizeof *z);
-        size_t n = strlen(tok);
-        if (n > 1 && tok[n - 1] == '%') {
-            char *end;
-            z->pct = strtod(tok, &end);
-            if (end != tok + n - 1 || !(z->pct > 0 && z->pct <= 100))
-                return tool_error("sim", "--size: '%s' is not a share in (0%%, 100%%]", tok);
-        } else if (tool_parse_u32(tok, 1, UINT32_MAX, &z->slots)) {
-            return tool_error("sim", "--size: '%s' is neither P%% nor an entry count >= 1",
-                              tok);
-        }
-    }
+    if (tool_each_item(s, add_size, c))
+        return 1;
     if (!c->n_sizes)
         return tool_error("sim", "--size: expected a comma list of sizes");
     return 0;
@@ -444,21 +449,26 @@ static int parse_args(int argc, char **argv, sim_cfg *c, const char **traces, in
     static const double def_pct[] = {10, 25, 50};
     for (int i = 0; i < 3; i++)
         c->sizes[c->n_sizes++].pct = def_pct[i];
-#define VAL(name, id) {name, NULL, TOOL_OPT_VALUE, id, NULL, 0}
     const tool_opt opts[] = {
-        {"--no-history", NULL, TOOL_OPT_FLAG, 0, &c->over.no_history, 1},
-        {"--no-current", NULL, TOOL_OPT_FLAG, 0, &c->over.no_current, 1},
-        {"--stats", NULL, TOOL_OPT_FLAG, 0, &c->stats, 1},
-        {"--ceiling", NULL, TOOL_OPT_FLAG, 0, &c->ceiling, 1},
-        {"--json", NULL, TOOL_OPT_VALUE, 0, &c->json_path, 0},
-        VAL("--policy", OPT_POLICY), VAL("--size", OPT_SIZE), VAL("--tokens", OPT_TOKENS),
-        VAL("--half", OPT_HALF), VAL("--group", OPT_GROUP),
-        VAL("--shuffle-tokens", OPT_SHUFFLE_TOKENS), VAL("--shuffle-layers", OPT_SHUFFLE_LAYERS),
-        VAL("--one-shot", OPT_ONE_SHOT), VAL("--decay", OPT_DECAY), VAL("--lambda", OPT_LAMBDA),
-        VAL("--rate", OPT_RATE), VAL("--train", OPT_TRAIN),
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_FLAG("--no-history", &c->over.no_history, 1),
+        TOOL_FLAG("--no-current", &c->over.no_current, 1),
+        TOOL_FLAG("--stats", &c->stats, 1),
+        TOOL_FLAG("--ceiling", &c->ceiling, 1),
+        TOOL_TEXT("--json", &c->json_path),
+        TOOL_VALUE("--policy", OPT_POLICY),
+        TOOL_VALUE("--size", OPT_SIZE),
+        TOOL_VALUE("--tokens", OPT_TOKENS),
+        TOOL_VALUE("--half", OPT_HALF),
+        TOOL_VALUE("--group", OPT_GROUP),
+        TOOL_VALUE("--shuffle-tokens", OPT_SHUFFLE_TOKENS),
+        TOOL_VALUE("--shuffle-layers", OPT_SHUFFLE_LAYERS),
+        TOOL_VALUE("--one-shot", OPT_ONE_SHOT),
+        TOOL_VALUE("--decay", OPT_DECAY),
+        TOOL_VALUE("--lambda", OPT_LAMBDA),
+        TOOL_VALUE("--rate", OPT_RATE),
+        TOOL_VALUE("--train", OPT_TRAIN),
+        TOOL_OPTS_END,
     };
-#undef VAL
     const tool_cli cli = {
         .cmd = "sim", .usage = usage, .opts = opts, .max_operands = -1,
         .no_value = "%s: expected a value (see --help)",

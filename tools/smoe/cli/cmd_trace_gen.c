@@ -83,16 +83,21 @@ static int trace_gen_opt(void *ctx, const tool_opt *opt, const char *v)
 static int parse_args(int argc, char **argv, trace_synth_opts *o)
 {
     *o = (trace_synth_opts){NULL, "synthetic", 24, 32, 4, 1000, 1, 0, 0.8, 0.4, 0.5, 1};
-#define NUM(name, id) {name, NULL, TOOL_OPT_VALUE, id, NULL, 0}
     const tool_opt opts[] = {
         {"--out", "-o", TOOL_OPT_VALUE, 0, &o->out, 0},
-        NUM("--layers", OPT_LAYERS), NUM("--experts", OPT_EXPERTS), NUM("--top-k", OPT_TOP_K),
-        NUM("--tokens", OPT_TOKENS), NUM("--requests", OPT_REQUESTS), NUM("--spec", OPT_SPEC),
-        NUM("--overlap", OPT_OVERLAP), NUM("--spec-hit", OPT_SPEC_HIT),
-        NUM("--skew", OPT_SKEW), NUM("--seed", OPT_SEED), NUM("--model", OPT_MODEL),
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_VALUE("--layers", OPT_LAYERS),
+        TOOL_VALUE("--experts", OPT_EXPERTS),
+        TOOL_VALUE("--top-k", OPT_TOP_K),
+        TOOL_VALUE("--tokens", OPT_TOKENS),
+        TOOL_VALUE("--requests", OPT_REQUESTS),
+        TOOL_VALUE("--spec", OPT_SPEC),
+        TOOL_VALUE("--overlap", OPT_OVERLAP),
+        TOOL_VALUE("--spec-hit", OPT_SPEC_HIT),
+        TOOL_VALUE("--skew", OPT_SKEW),
+        TOOL_VALUE("--seed", OPT_SEED),
+        TOOL_VALUE("--model", OPT_MODEL),
+        TOOL_OPTS_END,
     };
-#undef NUM
     const tool_cli cli = {
         .cmd = cmd, .usage = usage, .opts = opts,
         .no_value = "%s: expected a value (see --help)",

@@ -11,10 +11,10 @@ int vault_args_parse(const char *cmd, void (*usage)(FILE *f), int with_json, int
 {
     memset(a, 0, sizeof *a);
     const tool_opt opts[] = {
-        {"--no-scout", NULL, TOOL_OPT_FLAG, 0, &a->no_scout, 1},
-        {"--scout", NULL, TOOL_OPT_VALUE, 0, &a->scout, 0},
+        TOOL_FLAG("--no-scout", &a->no_scout, 1),
+        TOOL_TEXT("--scout", &a->scout),
         {with_json ? "--json" : NULL, NULL, TOOL_OPT_FLAG, 0, &a->json, 1},
-        {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0},
+        TOOL_OPTS_END,
     };
     const tool_cli cli = {
         .cmd = cmd, .usage = usage, .opts = opts, .operand = &a->path,

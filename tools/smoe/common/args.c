@@ -91,3 +91,14 @@ int tool_args_parse(const tool_cli *c, int argc, char **argv, tool_arg_fn fn, vo
         return tool_args_error(c, c->missing ? c->missing : "missing argument", NULL, NULL);
     return -1;
 }
+
+int tool_each_item(const char *s, int (*fn)(void *u, const char *item), void *u)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    int rc = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc;
+         tok = strtok_r(NULL, ",", &save))
+        rc = fn(u, tok);
+    return rc;
+}

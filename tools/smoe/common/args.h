@@ -30,6 +30,15 @@ typedef struct tool_opt {
     int set;
 } tool_opt;
 
+/* Table entries: a flag stored as `value` in the int at dst; a flag or a
+ * value option handed to the handler as id; a value stored in the const
+ * char * at dst; the end of the table. */
+#define TOOL_FLAG(name, dst, value) {name, NULL, TOOL_OPT_FLAG, 0, dst, value}
+#define TOOL_CALL(name, id) {name, NULL, TOOL_OPT_FLAG, id, NULL, 0}
+#define TOOL_VALUE(name, id) {name, NULL, TOOL_OPT_VALUE, id, NULL, 0}
+#define TOOL_TEXT(name, dst) {name, NULL, TOOL_OPT_VALUE, 0, dst, 0}
+#define TOOL_OPTS_END {NULL, NULL, TOOL_OPT_FLAG, 0, NULL, 0}
+
 /*
  * The handler of options without a dst (value NULL for a flag) and of
  * operands (opt NULL) when tool_cli.operand is NULL. @return -1 to go on,
@@ -62,6 +71,12 @@ typedef struct tool_cli {
  * on stderr), or what the handler returned.
  */
 int tool_args_parse(const tool_cli *c, int argc, char **argv, tool_arg_fn fn, void *ctx);
+
+/*
+ * Call fn(u, item) for each item of the comma list s (its first 1023
+ * bytes). Stops at the first nonzero return of fn and returns it.
+ */
+int tool_each_item(const char *s, int (*fn)(void *u, const char *item), void *u);
 
 /* The message of a usage error as c words it, with its usage and hint;
  * returns c's usage-error exit code (for errors the command finds itself). */

@@ -5,6 +5,9 @@
  * weights from the same generator. Header only, so that the tests and the
  * examples include it without linking the tool.
  *
+ * The same splitmix64 and weighted draw serve the synthetic routing traces
+ * (tools/smoe/sim/trace_synth.c) and the tests' workloads.
+ *
  * SPDX-License-Identifier: MIT
  */
 #ifndef SMOE_SYNTH_H
@@ -24,6 +27,21 @@ static inline uint64_t synth_splitmix64(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+/* The first index i < n with cdf[i] >= u (cdf non-decreasing; n - 1 when
+ * none is): a draw from the distribution whose running sums cdf holds. */
+static inline uint32_t synth_cdf_pick(const double *cdf, uint32_t n, double u)
+{
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (cdf[mid] < u)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* Salts of the two streams a blob draws from. */

@@ -120,6 +120,19 @@ int pack_read_small_file(const char *path, uint64_t max, char **out, size_t *n);
 int pack_open_read(const char *path, int *fd, uint64_t *size);
 /* Read up to n bytes at offset 0 of fd; fewer only at the end of the file. */
 int pack_read_prefix(int fd, uint8_t *buf, size_t n, const char *path);
+/*
+ * A header parser for pack_read_header: buf holds the first n bytes of the
+ * file at path, size bytes long, which is file `file` of the source (when
+ * one was given). Returns PACK_NEED_MORE with the length it needs next in
+ * *want (more than n, at most size), or its result.
+ */
+typedef int (*pack_header_fn)(void *u, const char *path, uint32_t file, const uint8_t *buf,
+                              size_t n, uint64_t size, size_t *want);
+/* Read the header of the file at path: its first `first` bytes (or the
+ * whole file when shorter), then as much more as parse asks for. With s,
+ * the file is first added to s (parse gets its index). */
+int pack_read_header(const char *path, size_t first, pack_source *s, pack_header_fn parse,
+                     void *u);
 
 /* ---- safetensors (pack_safetensors.c) -------------------------------- */
 

@@ -422,41 +422,22 @@ int pack_gguf_parse(const uint8_t *buf, size_t n, uint64_t file_size, const char
     return rc;
 }
 
+/* Tokenizer arrays make headers of tens of MiB: start at 4 MiB, double. */
+static int parse_more(void *u, const char *path, uint32_t file, const uint8_t *buf, size_t n,
+                      uint64_t size, size_t *want)
+{
+    int rc = pack_gguf_parse(buf, n, size, path, file, u);
+    if (rc != PACK_NEED_MORE)
+        return rc;
+    if (n >= size || n >= GGUF_HEADER_MAX)
+        return smoe__fail(SMOE_EFORMAT, "%s: header larger than %zu bytes", path, n);
+    *want = n * 2 > size ? (size_t)size : n * 2;
+    if (*want > GGUF_HEADER_MAX)
+        *want = GGUF_HEADER_MAX;
+    return rc;
+}
+
 int pack_gguf_load_file(pack_source *s, const char *path)
 {
-    const smoe__io *io = smoe__io_get();
-    int fd;
-    uint64_t size = 0;
-    int rc = pack_open_read(path, &fd, &size);
-    if (rc < 0)
-        return rc;
-    uint32_t index;
-    rc = pack_source_add_file(s, path, size, &index);
-    /* Tokenizer arrays make headers of tens of MiB: start at 4 MiB, double. */
-    size_t want = size < (4u << 20) ? (size_t)size : (4u << 20);
-    uint8_t *buf = NULL;
-    while (rc == 0) {
-        uint8_t *nb = realloc(buf, want ? want : 1);
-        if (!nb) {
-            rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-            break;
-        }
-        buf = nb;
-        if ((rc = pack_read_prefix(fd, buf, want, path)) < 0)
-            break;
-        rc = pack_gguf_parse(buf, want, size, path, index, s);
-        if (rc != PACK_NEED_MORE)
-            break;
-        if (want >= size || want >= GGUF_HEADER_MAX) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: header larger than %zu bytes", path, want);
-            break;
-        }
-        rc = 0;
-        want = want * 2 > size ? (size_t)size : want * 2;
-        if (want > GGUF_HEADER_MAX)
-            want = GGUF_HEADER_MAX;
-    }
-    io->close(io, fd);
-    free(buf);
-    return rc;
+    return pack_read_header(path, 4u << 20, s, parse_more, s);
 }

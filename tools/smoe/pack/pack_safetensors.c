@@ -20,6 +20,7 @@
 
 #include <json-c/json.h>
 
+#include "byteorder.h"
 #include "error.h"
 #include "io.h"
 #include "pack.h"
@@ -198,9 +199,7 @@ int pack_st_parse_header(const uint8_t *buf, size_t n, uint64_t file_size,
     if (n < 8)
         return n < file_size ? PACK_NEED_MORE
                              : smoe__fail(SMOE_ETRUNC, "%s: truncated", fname);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--)
-        hlen = hlen << 8 | buf[i];
+    uint64_t hlen = smoe__le64(buf);
     if (hlen > ST_HEADER_MAX)
         return smoe__fail(SMOE_EFORMAT, "%s: header length %" PRIu64 " is over the %llu-byte "
                           "limit (not a safetensors file?)", fname, hlen, ST_HEADER_MAX);
@@ -246,43 +245,22 @@ int pack_st_parse_header(const uint8_t *buf, size_t n, uint64_t file_size,
                                     fname);
 }
 
+/* The first 8 bytes give the header length: then read exactly what it
+ * asks for (the parser has checked it is in bounds). */
+static int parse_more(void *u, const char *path, uint32_t file, const uint8_t *buf, size_t n,
+                      uint64_t size, size_t *want)
+{
+    pack_source *s = u;
+    s->format = PACK_FMT_SAFETENSORS;
+    int rc = pack_st_parse_header(buf, n, size, path, file, s);
+    if (rc == PACK_NEED_MORE)
+        *want = n < 8 ? 8 : (size_t)(8 + smoe__le64(buf));
+    return rc;
+}
+
 int pack_st_load_file(pack_source *s, const char *path)
 {
-    const smoe__io *io = smoe__io_get();
-    int fd;
-    uint64_t size = 0;
-    int rc = pack_open_read(path, &fd, &size);
-    if (rc < 0)
-        return rc;
-    /* The first 8 bytes give the header length: read exactly what it asks
-     * for, or just the 8 bytes when it is out of bounds (the parser says so). */
-    uint8_t head[8];
-    size_t want = size < 8 ? (size_t)size : 8;
-    rc = pack_read_prefix(fd, head, want, path);
-    if (rc == 0 && size >= 8) {
-        uint64_t hlen = 0;
-        for (int i = 7; i >= 0; i--)
-            hlen = hlen << 8 | head[i];
-        if (hlen <= ST_HEADER_MAX && 8 + hlen <= size)
-            want = (size_t)(8 + hlen);
-    }
-    uint8_t *buf = NULL;
-    if (rc == 0 && !(buf = malloc(want ? want : 1)))
-        rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-    if (rc == 0)
-        rc = pack_read_prefix(fd, buf, want, path);
-    io->close(io, fd);
-    uint32_t index;
-    if (rc == 0)
-        rc = pack_source_add_file(s, path, size, &index);
-    if (rc == 0) {
-        s->format = PACK_FMT_SAFETENSORS;
-        rc = pack_st_parse_header(buf, want, size, path, index, s);
-        if (rc == PACK_NEED_MORE) /* cannot happen: want covers the header */
-            rc = smoe__fail(SMOE_ETRUNC, "%s: header is truncated", path);
-    }
-    free(buf);
-    return rc;
+    return pack_read_header(path, 8, s, parse_more, s);
 }
 
 /* ---- sharded sets ------------------------------------------------------ */

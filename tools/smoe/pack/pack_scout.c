@@ -12,32 +12,11 @@
 
 #include <xxhash.h>
 
+#include "byteorder.h"
 #include "error.h"
 #include "io.h"
 #include "pack.h"
 #include "vault.h"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static void put_hash(uint8_t *p, uint64_t h)
 {
@@ -123,28 +102,28 @@ int pack_scout_encode(const pack_scout *sc, uint8_t **out, size_t *len)
     if (!b)
         return smoe__fail(SMOE_ENOMEM, "out of memory");
     memcpy(b, PACK_SCOUT_MAGIC, 8);
-    put32(b + 8, PACK_SCOUT_VERSION);
-    put32(b + 12, PACK_SCOUT_HEADER);
-    put32(b + 16, sc->count);
-    put32(b + 20, 0);
-    put64(b + 24, PACK_SCOUT_HEADER);
-    put64(b + 32, sc->index_bytes);
-    put64(b + 40, sc->data_offset);
-    put64(b + 48, sc->file_size);
+    smoe__put_le32(b + 8, PACK_SCOUT_VERSION);
+    smoe__put_le32(b + 12, PACK_SCOUT_HEADER);
+    smoe__put_le32(b + 16, sc->count);
+    smoe__put_le32(b + 20, 0);
+    smoe__put_le64(b + 24, PACK_SCOUT_HEADER);
+    smoe__put_le64(b + 32, sc->index_bytes);
+    smoe__put_le64(b + 40, sc->data_offset);
+    smoe__put_le64(b + 48, sc->file_size);
     uint8_t *r = b + PACK_SCOUT_HEADER;
     for (uint32_t i = 0; i < sc->count; i++) {
         const pack_scout_entry *e = &sc->e[i];
         size_t nl = strlen(e->name);
-        put64(r + 0, e->offset);
-        put64(r + 8, e->nbytes);
+        smoe__put_le64(r + 0, e->offset);
+        smoe__put_le64(r + 8, e->nbytes);
         put_hash(r + 16, e->hash);
-        put32(r + 24, e->dtype);
-        put32(r + 28, e->ndim);
-        put32(r + 32, e->quant_group);
-        put32(r + 36, e->quant_bits);
+        smoe__put_le32(r + 24, e->dtype);
+        smoe__put_le32(r + 28, e->ndim);
+        smoe__put_le32(r + 32, e->quant_group);
+        smoe__put_le32(r + 36, e->quant_bits);
         for (int d = 0; d < PACK_MAX_DIMS; d++)
-            put64(r + 40 + 8 * d, e->shape[d]);
-        put32(r + 104, (uint32_t)nl);
+            smoe__put_le64(r + 40 + 8 * d, e->shape[d]);
+        smoe__put_le32(r + 104, (uint32_t)nl);
         memcpy(r + PACK_SCOUT_RECORD, e->name, nl);
         r += record_size(nl);
     }
@@ -181,7 +160,7 @@ static int decode_record(const uint8_t *r, uint64_t room, const char *fname, pac
     if (room < PACK_SCOUT_RECORD)
         return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 " runs past the index "
                           "(%" PRIu64 " bytes)", fname, i, sc->index_bytes);
-    uint32_t nl = get32(r + 104);
+    uint32_t nl = smoe__le32(r + 104);
     if (nl == 0 || nl >= PACK_NAME_MAX || record_size(nl) > room)
         return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 ": name length %" PRIu32
                           " (expected 1 to %d, inside the index)", fname, i, nl,
@@ -193,17 +172,17 @@ static int decode_record(const uint8_t *r, uint64_t room, const char *fname, pac
     if (!(e->name = strndup((const char *)r + PACK_SCOUT_RECORD, nl)))
         return smoe__fail(SMOE_ENOMEM, "out of memory");
     sc->count = i + 1;
-    e->offset = get64(r);
-    e->nbytes = get64(r + 8);
+    e->offset = smoe__le64(r);
+    e->nbytes = smoe__le64(r + 8);
     e->hash = get_hash(r + 16);
-    e->dtype = get32(r + 24);
-    e->ndim = get32(r + 28);
-    e->quant_group = get32(r + 32);
-    e->quant_bits = get32(r + 36);
+    e->dtype = smoe__le32(r + 24);
+    e->ndim = smoe__le32(r + 28);
+    e->quant_group = smoe__le32(r + 32);
+    e->quant_bits = smoe__le32(r + 36);
     for (int d = 0; d < PACK_MAX_DIMS; d++)
-        e->shape[d] = get64(r + 40 + 8 * d);
+        e->shape[d] = smoe__le64(r + 40 + 8 * d);
     *size = record_size(nl);
-    if (get32(r + 108))
+    if (smoe__le32(r + 108))
         return smoe__fail(SMOE_EFORMAT, "%s: tensor '%s': reserved field is not zero",
                           fname, e->name);
     return 0;
@@ -298,13 +277,14 @@ int pack_scout_parse(const uint8_t *buf, size_t n, uint64_t file_size, const cha
                              : smoe__fail(SMOE_ETRUNC, "%s: truncated header", fname);
     if (memcmp(buf, PACK_SCOUT_MAGIC, 8))
         return smoe__fail(SMOE_EMAGIC, "%s: not a scout file (bad magic number)", fname);
-    uint32_t version = get32(buf + 8);
+    uint32_t version = smoe__le32(buf + 8);
     if (version != PACK_SCOUT_VERSION)
         return smoe__fail(SMOE_EVERSION, "%s: scout version %" PRIu32 ", expected %u", fname,
                           version, PACK_SCOUT_VERSION);
-    uint32_t hsize = get32(buf + 12), count = get32(buf + 16), flags = get32(buf + 20);
-    uint64_t ixoff = get64(buf + 24), ixbytes = get64(buf + 32);
-    uint64_t data = get64(buf + 40), size = get64(buf + 48);
+    uint32_t hsize = smoe__le32(buf + 12), count = smoe__le32(buf + 16);
+    uint32_t flags = smoe__le32(buf + 20);
+    uint64_t ixoff = smoe__le64(buf + 24), ixbytes = smoe__le64(buf + 32);
+    uint64_t data = smoe__le64(buf + 40), size = smoe__le64(buf + 48);
     if (hsize != PACK_SCOUT_HEADER || flags || ixoff != PACK_SCOUT_HEADER)
         return smoe__fail(SMOE_EFORMAT, "%s: header_size %" PRIu32 ", flags %" PRIu32
                           ", index_offset %" PRIu64 ": expected 64, 0, 64", fname, hsize, flags,
@@ -347,35 +327,21 @@ int pack_scout_parse(const uint8_t *buf, size_t n, uint64_t file_size, const cha
     return rc;
 }
 
+static int parse_more(void *u, const char *path, uint32_t file, const uint8_t *buf, size_t n,
+                      uint64_t size, size_t *want)
+{
+    (void)file;
+    int rc = pack_scout_parse(buf, n, size, path, u);
+    /* The header is checked: the index size is bounded and in the file. */
+    if (rc == PACK_NEED_MORE)
+        *want = (size_t)(PACK_SCOUT_HEADER + smoe__le64(buf + 32));
+    return rc;
+}
+
 int pack_scout_load(const char *path, pack_scout *out)
 {
     memset(out, 0, sizeof *out);
-    const smoe__io *io = smoe__io_get();
-    int fd;
-    uint64_t size = 0;
-    int rc = pack_open_read(path, &fd, &size);
-    if (rc < 0)
-        return rc;
-    size_t want = size < PACK_SCOUT_HEADER ? (size_t)size : PACK_SCOUT_HEADER;
-    uint8_t *buf = NULL;
-    for (;;) {
-        uint8_t *nb = realloc(buf, want ? want : 1);
-        if (!nb) {
-            rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-            break;
-        }
-        buf = nb;
-        if ((rc = pack_read_prefix(fd, buf, want, path)) < 0)
-            break;
-        rc = pack_scout_parse(buf, want, size, path, out);
-        if (rc != PACK_NEED_MORE)
-            break;
-        /* The header is checked: the index size is bounded and in the file. */
-        want = (size_t)(PACK_SCOUT_HEADER + get64(buf + 32));
-    }
-    io->close(io, fd);
-    free(buf);
-    return rc;
+    return pack_read_header(path, PACK_SCOUT_HEADER, NULL, parse_more, out);
 }
 
 int pack_scout_check_data(const char *path, const pack_scout *sc)

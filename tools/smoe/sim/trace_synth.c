@@ -42,15 +42,7 @@ static uint32_t draw_fresh(gen *g, uint32_t l, const uint32_t *excl, uint32_t ne
 {
     for (int tries = 0; tries < 64; tries++) {
         double u = rng_unit(&g->rng) * g->cdf[g->experts - 1];
-        uint32_t lo = 0, hi = g->experts - 1;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (g->cdf[mid] < u)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        uint32_t e = g->perm[(size_t)l * g->experts + lo];
+        uint32_t e = g->perm[(size_t)l * g->experts + synth_cdf_pick(g->cdf, g->experts, u)];
         if (!contains(excl, ne, e) && !contains(excl2, ne2, e))
             return e;
     }
