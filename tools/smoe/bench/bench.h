@@ -18,7 +18,7 @@
  * libraries, stacks, scratch), on top of the cache budget. */
 #define BENCH_PROCESS_SLACK (16ull << 20)
 
-enum bench_mode {
+typedef enum bench_mode {
     BENCH_SMOE = 0,
     BENCH_SMOE_SPEC, /* the library with speculation (when asked for) */
     BENCH_PAGECACHE,
@@ -27,17 +27,17 @@ enum bench_mode {
     BENCH_SMOE_LRU,   /* the library under SMOE_EVICT_LRU (--sweep, or asked for) */
     BENCH_SMOE_REUSE, /* the library under SMOE_EVICT_REUSE */
     BENCH_N_MODES
-};
+} bench_mode;
 
-const char *bench_mode_name(int mode);
+const char *bench_mode_name(bench_mode mode);
 
 /* Access advice for the page-cache modes (--os-advice). */
-enum bench_advice {
+typedef enum bench_advice {
     BENCH_ADVICE_NORMAL = 0, /* the kernel's default read-ahead */
     BENCH_ADVICE_RANDOM,     /* POSIX_FADV_RANDOM / MADV_RANDOM: no read-ahead */
     BENCH_ADVICE_WILLNEED    /* random, plus WILLNEED on each expert before reading it */
-};
-const char *bench_advice_name(int advice);
+} bench_advice;
+const char *bench_advice_name(bench_advice advice);
 
 /* What the command line asked for. */
 typedef struct bench_cfg {
@@ -59,7 +59,7 @@ typedef struct bench_cfg {
     int drop_caches;         /* drop the page cache before each mode (needs root) */
     int use_cgroup;          /* limit the page-cache modes (needs root) */
     int progress;            /* progress line on stderr */
-    int os_advice;           /* pagecache/mmap: enum bench_advice */
+    bench_advice os_advice;  /* pagecache/mmap */
     int cache_only;          /* cgroup limit also covers the OS modes' buffers */
     uint32_t idle_ms;        /* library: idle this long after open, then busy
                               * for the replay (0: no idle, busy never set) */
@@ -91,7 +91,7 @@ typedef struct bench_env {
 
 /* One run of one mode. Plain data: the child leaves it in shared memory. */
 typedef struct bench_result {
-    int mode;
+    bench_mode mode;
     int ok;
     char error[512];
     uint64_t memory;          /* cache bytes this run was given */
@@ -152,14 +152,14 @@ uint64_t bench_rss_now(void);
 /* The mode loops (bench_smoe.c, bench_os.c; run in the child). Fill r;
  * r->ok = 1 on success. */
 void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r);
-void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result *r);
+void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r);
 
 /* The cgroup limit of the page-cache modes at a cache budget of memory. */
 uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory);
 
 /* Run one mode in a child (bench_run.c): drop caches, cgroup when asked,
  * collect. */
-void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_result *r);
+void bench_run_mode(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r);
 
 /* cgroups and the page cache (bench_cgroup.c). */
 typedef struct bench_cgroup {

@@ -11,7 +11,7 @@
 #include "bench.h"
 #include "tool.h"
 
-const char *bench_mode_name(int mode)
+const char *bench_mode_name(bench_mode mode)
 {
     switch (mode) {
     case BENCH_SMOE: return "smoe";
@@ -25,7 +25,7 @@ const char *bench_mode_name(int mode)
     }
 }
 
-const char *bench_advice_name(int advice)
+const char *bench_advice_name(bench_advice advice)
 {
     switch (advice) {
     case BENCH_ADVICE_NORMAL: return "normal";

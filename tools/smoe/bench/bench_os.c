@@ -42,7 +42,7 @@ typedef struct task {
 
 typedef struct pool {
     const bench_env *env;
-    int mode;
+    bench_mode mode;
     int fd;                  /* pagecache: buffered; direct: O_DIRECT */
     unsigned char *map;      /* mmap: the data; pagecache: probe only */
     uint64_t map_len;
@@ -273,7 +273,7 @@ static void timed_replay(pool *p, bench_result *r)
     r->ok = rc == 0;
 }
 
-void bench_run_os(const bench_env *env, int mode, uint64_t memory, bench_result *r)
+void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r)
 {
     pool p;
     memset(&p, 0, sizeof p);

@@ -30,7 +30,7 @@ static double cpu_per_gb(const bench_result *r)
     return ratio(r->cpu_user_s + r->cpu_sys_s, (double)r->bytes_requested / 1e9);
 }
 
-static int is_library(int mode)
+static int is_library(bench_mode mode)
 {
     return mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC || mode == BENCH_SMOE_LRU ||
            mode == BENCH_SMOE_REUSE;
@@ -38,7 +38,7 @@ static int is_library(int mode)
 
 static const char *freq_name(uint64_t status)
 {
-    switch (status) {
+    switch ((smoe_freq_status)status) {
     case SMOE_FREQ_OFF: return "off";
     case SMOE_FREQ_LOADED: return "loaded";
     case SMOE_FREQ_ABSENT: return "absent";
@@ -47,11 +47,11 @@ static const char *freq_name(uint64_t status)
     case SMOE_FREQ_VERSION: return "version";
     case SMOE_FREQ_FOREIGN: return "foreign";
     case SMOE_FREQ_UNREADABLE: return "unreadable";
-    default: return "?";
     }
+    return "?";
 }
 
-static const bench_result *find(const bench_result *res, int n, int mode)
+static const bench_result *find(const bench_result *res, int n, bench_mode mode)
 {
     for (int i = 0; i < n; i++)
         if (res[i].mode == mode && res[i].ok)

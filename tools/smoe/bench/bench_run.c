@@ -24,7 +24,7 @@ typedef struct child {
     bench_result *shared; /* the child's result */
 } child;
 
-static void run_in_child(const bench_env *env, int mode, uint64_t memory, bench_result *r)
+static void run_in_child(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r)
 {
     if (mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC || mode == BENCH_SMOE_LRU ||
         mode == BENCH_SMOE_REUSE)
@@ -43,7 +43,7 @@ uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory)
 
 /* The page-cache modes' cgroup, when asked for and it can be made: 1, else
  * 0 with the reason on stderr (the mode then runs unlimited). */
-static int make_cgroup(const bench_env *env, int mode, uint64_t memory, bench_cgroup *cg)
+static int make_cgroup(const bench_env *env, bench_mode mode, uint64_t memory, bench_cgroup *cg)
 {
     char err[512];
     if (!env->cfg->use_cgroup || (mode != BENCH_PAGECACHE && mode != BENCH_MMAP))
@@ -56,7 +56,7 @@ static int make_cgroup(const bench_env *env, int mode, uint64_t memory, bench_cg
 }
 
 /* The child: wait for the start byte, run the mode into the shared result. */
-static void child_main(const bench_env *env, int mode, uint64_t memory, int go,
+static void child_main(const bench_env *env, bench_mode mode, uint64_t memory, int go,
                        bench_result *shared)
 {
     char b;
@@ -72,7 +72,7 @@ static void child_main(const bench_env *env, int mode, uint64_t memory, int go,
 }
 
 /* Fork the child of one run; 0, or -1 with why in r->error. */
-static int start_child(const bench_env *env, int mode, uint64_t memory, child *c,
+static int start_child(const bench_env *env, bench_mode mode, uint64_t memory, child *c,
                        bench_result *r)
 {
     void *m = mmap(NULL, sizeof *c->shared, PROT_READ | PROT_WRITE,
@@ -108,7 +108,7 @@ static int start_child(const bench_env *env, int mode, uint64_t memory, child *c
 }
 
 /* Start the child, wait for it, and take its result or say how it ended. */
-static void finish_child(child *c, int mode, int limited, bench_result *r)
+static void finish_child(child *c, bench_mode mode, int limited, bench_result *r)
 {
     ssize_t n;
     while ((n = write(c->go, "g", 1)) < 0 && errno == EINTR) {
@@ -130,7 +130,7 @@ static void finish_child(child *c, int mode, int limited, bench_result *r)
     munmap(c->shared, sizeof *c->shared);
 }
 
-void bench_run_mode(const bench_env *env, int mode, uint64_t memory, bench_result *r)
+void bench_run_mode(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r)
 {
     memset(r, 0, sizeof *r);
     r->mode = mode;

@@ -52,6 +52,19 @@ static void idle(uint32_t ms)
     }
 }
 
+/* A demand prefetch's status as the offline simulators count it: 0, or
+ * SMOE_EINVAL for a status demand never gets. */
+static int count_status(smoe_prefetch_status st, bench_result *r)
+{
+    switch (st) {
+    case SMOE_RESIDENT: r->hits++; return 0;
+    case SMOE_INFLIGHT: r->joins++; return 0;
+    case SMOE_QUEUED: r->misses++; return 0;
+    case SMOE_SKIPPED: break; /* speculative requests only */
+    }
+    return SMOE_EINVAL;
+}
+
 /* One (token, layer) row as the replay sees it. */
 typedef struct row_ref {
     uint32_t layer, k;
@@ -63,15 +76,9 @@ typedef struct row_ref {
 static int demand_row(const bench_env *env, smoe_stream *s, const row_ref *w, bench_result *r)
 {
     for (uint32_t i = 0; i < w->k; i++) {
-        int st = demand(s, w->layer, w->e[i], r);
-        if (st == SMOE_RESIDENT)
-            r->hits++;
-        else if (st == SMOE_INFLIGHT)
-            r->joins++;
-        else if (st == SMOE_QUEUED)
-            r->misses++;
-        else
-            return fail(r, "smoe_prefetch", w->layer, w->e[i], st);
+        int rc = demand(s, w->layer, w->e[i], r);
+        if (rc < 0 || (rc = count_status((smoe_prefetch_status)rc, r)) < 0)
+            return fail(r, "smoe_prefetch", w->layer, w->e[i], rc);
         r->bytes_requested += env->blobs[(size_t)w->layer * env->experts + w->e[i]].padded;
     }
     return 0;

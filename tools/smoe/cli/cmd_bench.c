@@ -483,7 +483,7 @@ static int run_all(const bench_env *env, const sim_input *in, const char *cg_not
     bench_result res[BENCH_N_MODES];
     bench_point pts[32];
     int n_res = 0, n_pts = 0, all_ok = 1;
-    for (int m = 0; m < BENCH_N_MODES; m++) {
+    for (bench_mode m = 0; m < BENCH_N_MODES; m++) {
         if (!(cfg->modes & 1u << m))
             continue;
         bench_run_mode(env, m, cfg->memory, &res[n_res]);

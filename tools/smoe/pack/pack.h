@@ -61,7 +61,7 @@ typedef struct pack_file {
     uint64_t size;
 } pack_file;
 
-enum { PACK_FMT_SAFETENSORS = 1, PACK_FMT_GGUF = 2 };
+typedef enum pack_format { PACK_FMT_SAFETENSORS = 1, PACK_FMT_GGUF = 2 } pack_format;
 
 /* What the source says about the model; zero or NULL when it says nothing. */
 typedef struct pack_meta {
@@ -75,7 +75,7 @@ typedef struct pack_meta {
 } pack_meta;
 
 typedef struct pack_source {
-    int format;                    /* PACK_FMT_* */
+    pack_format format;
     char *path;                    /* what the user named */
     pack_file *files;
     uint32_t n_files;
@@ -177,10 +177,10 @@ int pack_gguf_load_file(pack_source *s, const char *path);
 
 /* ---- name patterns (pack_patterns.c) --------------------------------- */
 
-enum { PACK_PAT_EXPERT = 1, PACK_PAT_STACKED = 2 };
+typedef enum pack_pattern_kind { PACK_PAT_EXPERT = 1, PACK_PAT_STACKED = 2 } pack_pattern_kind;
 
 typedef struct pack_pattern {
-    int kind;        /* PACK_PAT_* */
+    pack_pattern_kind kind;
     char *spec;      /* as written, for messages */
     char *tmpl;      /* template with {L}, {E}, {C}, {*} */
     uint32_t n_map;  /* {C} alternatives; 0: any [A-Za-z0-9_]+ as itself */
@@ -196,7 +196,7 @@ typedef struct pack_patterns {
 
 typedef struct pack_match {
     uint32_t pattern;  /* index into pack_patterns.p */
-    int kind;          /* PACK_PAT_* */
+    pack_pattern_kind kind;
     uint32_t layer;
     uint32_t expert;   /* PACK_PAT_EXPERT only */
     uint32_t order;    /* sort key of the component inside a blob */

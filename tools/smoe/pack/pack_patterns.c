@@ -92,7 +92,7 @@ static int comp_char(char c)
 }
 
 /* Check TEMPLATE's placeholders; count each kind. */
-static int check_template(const char *spec, const char *t, int kind)
+static int check_template(const char *spec, const char *t, pack_pattern_kind kind)
 {
     int nl = 0, ne = 0, nc = 0, nw = 0;
     for (const char *p = t; *p; p++) {
