@@ -51,11 +51,3 @@ int smoe__fail(int code, const char *fmt, ...)
     va_end(ap);
     return code;
 }
-
-void smoe__set_msg(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
-    va_end(ap);
-}

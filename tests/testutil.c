@@ -351,18 +351,6 @@ uint64_t tu_component_off(const char *path, uint32_t k)
            128ull * k;
 }
 
-uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert)
-{
-    uint32_t n = tu_read_u32(path, TU_H_ENTRIES);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t off = tu_entry_off(path, i);
-        if (tu_read_u32(path, off + TU_E_LAYER) == layer &&
-            tu_read_u32(path, off + TU_E_EXPERT) == expert)
-            return i;
-    }
-    return UINT32_MAX;
-}
-
 /* ---- smoe__io tables -------------------------------------------------------- */
 
 static ssize_t fault_pwrite(const smoe__io *io, int fd, const void *buf, size_t n,

@@ -164,8 +164,6 @@ void tu_fix_checksum(const char *path);
 uint64_t tu_entry_off(const char *path, uint32_t i);
 uint64_t tu_layout_off(const char *path, uint32_t j);
 uint64_t tu_component_off(const char *path, uint32_t k);
-/* Index of the table entry of (layer, expert), or UINT32_MAX. */
-uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert);
 
 /* ---- smoe__io tables -------------------------------------------------------- */
 

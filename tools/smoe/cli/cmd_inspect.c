@@ -37,7 +37,7 @@ static void usage(FILE *f)
 }
 
 typedef struct facts {
-    uint64_t table_offset, layout_offset, meta_offset, file_size_field;
+    uint64_t table_offset, layout_offset, meta_offset;
     uint32_t version;
     uint64_t payload;  /* sum of blob sizes */
     uint64_t absent;   /* (layer, expert) pairs with no blob */
@@ -58,7 +58,6 @@ static int gather(const char *path, const smoe__vault *v, facts *f)
     f->table_offset = smoe__le64(h + 48);
     f->layout_offset = smoe__le64(h + 56);
     f->meta_offset = smoe__le64(h + 64);
-    f->file_size_field = smoe__le64(h + 88);
     f->used_by = calloc(v->n_layouts, sizeof *f->used_by);
     if (!f->used_by)
         return tool_error(cmd, "out of memory");

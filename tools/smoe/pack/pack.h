@@ -100,8 +100,6 @@ int pack_source_check_ranges(const pack_source *s, size_t first, size_t count,
                              const char *fname);
 /* Drop the tensors appended after the first n. */
 void pack_source_truncate(pack_source *s, size_t n);
-/* Tensor named name, or NULL (a linear search: for planning only). */
-const pack_tensor *pack_source_find(const pack_source *s, const char *name);
 /* Set a string field of meta (frees the old value). */
 int pack_meta_set(char **field, const char *value);
 
@@ -115,11 +113,6 @@ int pack_source_open(pack_source *s, const char *path);
 
 /* Read a whole small file (a JSON document) into a NUL-terminated buffer. */
 int pack_read_small_file(const char *path, uint64_t max, char **out, size_t *n);
-/* Open path for reading through the library's I/O table; *size gets its
- * size. 0, or SMOE_ESYS with a message naming the file. */
-int pack_open_read(const char *path, int *fd, uint64_t *size);
-/* Read up to n bytes at offset 0 of fd; fewer only at the end of the file. */
-int pack_read_prefix(int fd, uint8_t *buf, size_t n, const char *path);
 /*
  * A header parser for pack_read_header: buf holds the first n bytes of the
  * file at path, size bytes long, which is file `file` of the source (when

@@ -11,7 +11,8 @@
 #include "io.h"
 #include "pack.h"
 
-int pack_read_prefix(int fd, uint8_t *buf, size_t n, const char *path)
+/* Read n bytes at offset 0 of fd. */
+static int read_prefix(int fd, uint8_t *buf, size_t n, const char *path)
 {
     const smoe__io *io = smoe__io_get();
     int err = 0;
@@ -23,7 +24,9 @@ int pack_read_prefix(int fd, uint8_t *buf, size_t n, const char *path)
     return rc;
 }
 
-int pack_open_read(const char *path, int *fd, uint64_t *size)
+/* Open path for reading; *size gets its size. 0, or SMOE_ESYS naming the
+ * file. */
+static int open_read(const char *path, int *fd, uint64_t *size)
 {
     const smoe__io *io = smoe__io_get();
     *fd = smoe__io_open(io, path, SMOE__IO_RDONLY);
@@ -46,7 +49,7 @@ int pack_read_header(const char *path, size_t first, pack_source *s, pack_header
     int fd;
     uint64_t size = 0;
     uint32_t file = 0;
-    int rc = pack_open_read(path, &fd, &size);
+    int rc = open_read(path, &fd, &size);
     if (rc < 0)
         return rc;
     if (s && (rc = pack_source_add_file(s, path, size, &file)) < 0) {
@@ -62,7 +65,7 @@ int pack_read_header(const char *path, size_t first, pack_source *s, pack_header
             break;
         }
         buf = nb;
-        if ((rc = pack_read_prefix(fd, buf, want, path)) < 0)
+        if ((rc = read_prefix(fd, buf, want, path)) < 0)
             break;
         size_t n = want;
         rc = parse(u, path, file, buf, n, size, &want);

@@ -82,14 +82,6 @@ void pack_source_truncate(pack_source *s, size_t n)
         free(s->tensors[--s->n_tensors].name);
 }
 
-const pack_tensor *pack_source_find(const pack_source *s, const char *name)
-{
-    for (size_t i = 0; i < s->n_tensors; i++)
-        if (!strcmp(s->tensors[i].name, name))
-            return &s->tensors[i];
-    return NULL;
-}
-
 typedef struct range {
     uint64_t offset, nbytes;
     size_t index;
