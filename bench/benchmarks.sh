@@ -1,7 +1,7 @@
 #!/bin/sh
 # benchmarks.sh - rerun the measurements of docs/benchmarks.md.
 #
-# usage: docs/benchmarks.sh BUILD_DIR WORK_DIR TRACES_DIR [PHASE...]
+# usage: bench/benchmarks.sh BUILD_DIR WORK_DIR TRACES_DIR [PHASE...]
 #   BUILD_DIR   a cmake build of this repository (holds tools/smoe/smoe)
 #   WORK_DIR    where the vaults (6 GiB) and the results go
 #   TRACES_DIR  the real routing traces (gpt-oss-20b-*.trace.gz, mixtral8x7b-*.trace)
@@ -37,8 +37,8 @@ vaults)
 read)
     # Cold sequential throughput: the library against fio psync (a job per
     # worker) and fio libaio (one job, a queue per worker), paired rounds;
-    # fio's buffers on 2 MiB pages as the ring's are (tests/bench_read.sh).
-    ROUNDS=5 sh "$HERE/../tests/bench_read.sh" "$SMOE" "$GPT" 1 4 16 | tee "$W/read.txt"
+    # fio's buffers on 2 MiB pages as the ring's are (bench/bench_read.sh).
+    ROUNDS=5 sh "$HERE/bench_read.sh" "$SMOE" "$GPT" 1 4 16 | tee "$W/read.txt"
     ;;
 replay)
     # Every mode, side by side, at 10% and 25% of the vault.

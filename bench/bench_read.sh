@@ -3,7 +3,7 @@
 # same vault, alternating in one run so that a noisy machine affects both
 # alike. Needs root (to drop the page cache) and fio.
 #
-# Usage: tests/bench_read.sh SMOE VAULT [workers...]   (default workers: 1 4 16)
+# Usage: bench/bench_read.sh SMOE VAULT [workers...]   (default workers: 1 4 16)
 #   ROUNDS=n   rounds per setting (default 3); the median of each is reported
 #
 # For each worker count prints the median GB/s of two fio references and of

@@ -1,11 +1,11 @@
 #!/bin/sh
-# docs/eviction.sh - reproduce every table of docs/eviction.md.
+# bench/eviction.sh - reproduce every table of docs/eviction.md.
 #
-# usage: docs/eviction.sh TRACE_DIR [SMOE [BENCH_EVICT]]
+# usage: bench/eviction.sh TRACE_DIR [SMOE [BENCH_EVICT]]
 #   TRACE_DIR  the folder of the real routing traces (gpt-oss-20b-*.trace.gz,
 #              mixtral8x7b-*.trace)
 #   SMOE       the smoe tool (default build/tools/smoe/smoe)
-#   BENCH_EVICT the scan micro-benchmark (default build/tests/bench_evict)
+#   BENCH_EVICT the scan micro-benchmark (default build/bench/bench_evict)
 # SMOE_EVICTION_LIBRARY=1 also runs the library sections (12 and 13: the
 # library in `smoe bench`, about 15 minutes, needs root for the page cache
 # limits, writes vaults of 50 MiB and 3 GiB under $TMPDIR).
@@ -19,7 +19,7 @@ if [ $# -lt 1 ]; then
 fi
 T=$1
 SMOE=${2:-build/tools/smoe/smoe}
-BENCH_EVICT=${3:-build/tests/bench_evict}
+BENCH_EVICT=${3:-build/bench/bench_evict}
 GPT="$T/gpt-oss-20b-mmlu-test.trace.gz $T/gpt-oss-20b-sorry-bench-base.trace.gz"
 MIX="$T/mixtral8x7b-gsm8k-0.trace $T/mixtral8x7b-gsm8k-1.trace \
 $T/mixtral8x7b-humaneval-0.trace $T/mixtral8x7b-humaneval-1.trace"
