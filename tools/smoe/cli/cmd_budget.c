@@ -39,29 +39,14 @@ static void usage(FILE *f)
             "  --help           this text\n");
 }
 
-static const char *human(uint64_t b, char *buf, size_t cap)
-{
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, cap, "%" PRIu64 " B", b);
-    else
-        snprintf(buf, cap, "%.2f %s", v, unit[u]);
-    return buf;
-}
-
-/* human() into one of 16 rotating buffers, so one printf can show several. */
+/* tool_human_bytes into one of 16 rotating buffers, so one printf can show
+ * several. */
 static const char *H(uint64_t b)
 {
     static char buf[16][32];
     static unsigned next;
     char *p = buf[next++ % 16];
-    return human(b, p, sizeof buf[0]);
+    return tool_human_bytes(p, sizeof buf[0], (double)b, 2);
 }
 
 typedef struct args {

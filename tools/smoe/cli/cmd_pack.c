@@ -43,18 +43,6 @@ static void usage(FILE *f)
             "  --list-patterns       print the built-in patterns and exit\n");
 }
 
-static void human(char *buf, size_t n, uint64_t bytes)
-{
-    double v = (double)bytes;
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
-}
-
 enum { OPT_PATTERN = 1, OPT_ALIGN };
 
 typedef struct pack_args {
@@ -117,11 +105,12 @@ static int parse_args(int argc, char **argv, pack_args *a)
 static void print_result(const pack_args *a, const pack_result *r)
 {
     char vb[32], sb[32], cb[32], rate[32];
-    human(vb, sizeof vb, r->vault_bytes);
-    human(sb, sizeof sb, r->scout_bytes);
-    human(cb, sizeof cb, r->source_bytes);
     double secs = (double)r->ns / 1e9;
-    human(rate, sizeof rate, secs > 0 ? (uint64_t)((double)r->source_bytes / secs) : 0);
+    tool_human_bytes(vb, sizeof vb, (double)r->vault_bytes, 2);
+    tool_human_bytes(sb, sizeof sb, (double)r->scout_bytes, 2);
+    tool_human_bytes(cb, sizeof cb, (double)r->source_bytes, 2);
+    tool_human_bytes(rate, sizeof rate,
+                     secs > 0 ? (double)(uint64_t)((double)r->source_bytes / secs) : 0, 2);
     char *scout = a->o.scout ? NULL : pack_scout_path_for(a->out);
     printf("%s: %" PRIu32 " layers x %" PRIu32 " experts, %" PRIu32 " blobs, %" PRIu32
            " layout%s, %s\n", a->out, r->layers, r->experts, r->entries, r->layouts,

@@ -2,6 +2,7 @@
 #ifndef SMOE_TOOL_H
 #define SMOE_TOOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -30,6 +31,9 @@ int tool_error(const char *cmd, const char *fmt, ...) TOOL_PRINTF(2, 3);
 int tool_parse_size(const char *s, uint64_t *out);
 /* Parse an unsigned integer in [min, max]; 0 on success. */
 int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+/* bytes as "123 B", "4.50 MiB" (binary units, `decimals` places above
+ * bytes) into buf; returns buf. */
+const char *tool_human_bytes(char *buf, size_t n, double bytes, int decimals);
 /* Monotonic time in nanoseconds. */
 uint64_t tool_now_ns(void);
 

@@ -59,6 +59,18 @@ int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
     return 0;
 }
 
+const char *tool_human_bytes(char *buf, size_t n, double bytes, int decimals)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, n, "%.*f %s", u ? decimals : 0, bytes, unit[u]);
+    return buf;
+}
+
 uint64_t tool_now_ns(void)
 {
     struct timespec ts;

@@ -28,26 +28,15 @@ pack_progress *pack_progress_new(uint64_t total, int enabled)
     return pg;
 }
 
-static void human(char *buf, size_t n, double bytes)
-{
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (bytes >= 1024 && u < 4) {
-        bytes /= 1024;
-        u++;
-    }
-    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
-}
-
 static void draw(pack_progress *pg, uint64_t now)
 {
     double secs = (double)(now - pg->start_ns) / 1e9;
     double rate = secs > 0 ? (double)pg->done / secs : 0;
     double frac = pg->total ? (double)pg->done / (double)pg->total : 1;
     char d[32], t[32], r[32], eta[32] = "--:--";
-    human(d, sizeof d, (double)pg->done);
-    human(t, sizeof t, (double)pg->total);
-    human(r, sizeof r, rate);
+    tool_human_bytes(d, sizeof d, (double)pg->done, 1);
+    tool_human_bytes(t, sizeof t, (double)pg->total, 1);
+    tool_human_bytes(r, sizeof r, rate, 1);
     if (rate > 0 && pg->done < pg->total) {
         uint64_t left = (uint64_t)((double)(pg->total - pg->done) / rate);
         snprintf(eta, sizeof eta, "%" PRIu64 ":%02" PRIu64, left / 60, left % 60);
