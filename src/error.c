@@ -54,14 +54,6 @@ int smoe__fail(int code, const char *fmt, ...)
     return code;
 }
 
-void smoe__set_msg(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
-    va_end(ap);
-}
-
 const char *smoe__errno_name(int eno, char buf[16])
 {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))

@@ -14,8 +14,6 @@
  * Only called on failure paths, never on the hot path's success.
  */
 int smoe__fail(int code, const char *fmt, ...) SMOE__PRINTF(2, 3);
-/* Set the message without changing it into a code (for warnings). */
-void smoe__set_msg(const char *fmt, ...) SMOE__PRINTF(1, 2);
 /* Symbolic name of an errno value ("EIO"); buf (16 bytes) holds "errno N"
  * for one without a name. */
 const char *smoe__errno_name(int eno, char buf[16]);

@@ -16,14 +16,14 @@
  *  - No lock, no allocation, no system call: everything is allocated at
  *    open; every access is a relaxed load or store of a 64-bit record (a
  *    racing update may be lost; nothing else can go wrong).
- *  - Bounded work: per demand prefetch, at most SMOE__REUSE_TRAIN training
+ *  - Bounded work: per demand prefetch, at most SMOE__REUSE_TRAIN_MAX training
  *    steps (a ten-term dot product, a log, an exp); per scanned slot, a few
  *    loads, and at most once per visit of its layer or weights snapshot a
  *    log and an exp (the score is cached in the slot).
  *  - Deterministic: the same sequence of calls from one thread makes the
  *    same choices; with one worker and one host thread the victims are
- *    those of `smoe sim --policy reuse` (src/tool/sim_policy.c), which uses
- *    the same arithmetic.
+ *    those of `smoe sim --policy reuse` (tools/smoe/sim/sim_policy.c): both
+ *    compute with evict_reuse_model.h.
  *
  * Visits. The simulator is given its layer steps; the ring finds them: a
  * demand prefetch of a layer other than the current one begins a visit of
@@ -32,7 +32,6 @@
  * layer l then does not count extra visits of l). Claims, releases and
  * speculative or pre-warm prefetches never begin visits and teach nothing.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,27 +40,11 @@
 #include "evict_reuse.h"
 #include "internal.h"
 
-#define HIST_BITS 8
-#define RATE_EPS 0.01   /* inside the log: rare experts keep a finite logit */
-#define WEIGHT_MAX 16.0 /* weights are clamped to +-this */
-#define POW_N 4096      /* decay^n table; beyond it the count is 0 */
-#define EPOCH 1024      /* training examples between two snapshots */
-#define QV_SPAN 64.0    /* victims in the moving average of their q */
-#define DECAY 0.98      /* count decay per visit of the expert's layer */
-#define LAMBDA 1.0      /* weight of the distance, in victims' q */
-#define RATE 0.003      /* learning rate */
-#define TRAIN_MAX 4u    /* training examples per demand request, at most */
-
-/* Where the weights start: what they learned on the first halves of the
- * two gpt-oss-20b traces, rounded (docs/eviction.md, "Parameters"). */
-static const double w_start[SMOE__REUSE_W] = {0.1,  1.2,   1.05,  0.15, 0.25,
-                                              0.05, -0.08, -0.16, 0.09, -0.01};
-
 /* Score word: valid (1) | epoch (7) | visit (24) | q (float bits, 32). */
 #define SCORE_VALID (1ull << 63)
 
 /* relaxed throughout: statistics (see the top of evict_reuse.h) */
-static double ld(_Atomic uint64_t *p)
+static double load_double(_Atomic uint64_t *p)
 {
     uint64_t b = atomic_load_explicit(p, memory_order_relaxed);
     double d;
@@ -69,7 +52,7 @@ static double ld(_Atomic uint64_t *p)
     return d;
 }
 
-static void st(_Atomic uint64_t *p, double d)
+static void store_double(_Atomic uint64_t *p, double d)
 {
     uint64_t b;
     memcpy(&b, &d, sizeof b);
@@ -79,6 +62,13 @@ static void st(_Atomic uint64_t *p, double d)
 /* relaxed: statistics, paired with nothing (see the top of evict_reuse.h) */
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+
+/* The weights w (learning) or ws (the scans' snapshot) as doubles. */
+static void load_weights(_Atomic uint64_t *w, double *out)
+{
+    for (int i = 0; i < SMOE__REUSE_W; i++)
+        out[i] = load_double(&w[i]);
+}
 
 int smoe__reuse_init(struct smoe_stream *s)
 {
@@ -94,21 +84,18 @@ int smoe__reuse_init(struct smoe_stream *s)
     r->visits = smoe__calloc(r->layers ? r->layers : 1, sizeof *r->visits);
     r->began = smoe__calloc(r->layers ? r->layers : 1, sizeof *r->began);
     r->score = smoe__calloc(r->nslots ? r->nslots : 1, sizeof *r->score);
-    r->dpow = smoe__malloc(POW_N * sizeof *r->dpow);
+    r->dpow = smoe__malloc(SMOE__REUSE_POW_N * sizeof *r->dpow);
     s->reuse = r;
     if (!r->f || !r->use || !r->visits || !r->began || !r->score || !r->dpow)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the eviction state "
                           "(%zu experts, %u slots)", nk, r->nslots);
-    /* Repeated products, as the simulator builds its table. */
-    r->dpow[0] = 1;
-    for (size_t i = 1; i < POW_N; i++)
-        r->dpow[i] = r->dpow[i - 1] * DECAY;
+    smoe__reuse_pow_fill(r->dpow, SMOE__REUSE_DECAY);
     for (int i = 0; i < SMOE__REUSE_W; i++) {
-        st(&r->w[i], w_start[i]);
-        st(&r->ws[i], w_start[i]);
+        store_double(&r->w[i], smoe__reuse_w_start()[i]);
+        store_double(&r->ws[i], smoe__reuse_w_start()[i]);
     }
-    st(&r->qv, 0.5);
-    st(&r->period, r->layers ? r->layers : 1);
+    store_double(&r->qv, SMOE__REUSE_QV_START);
+    store_double(&r->period, r->layers ? r->layers : 1);
     STORE(r->cur, UINT32_MAX);
     return 0;
 }
@@ -126,48 +113,19 @@ void smoe__reuse_free(smoe__reuse *r)
     free(r);
 }
 
-static double decay_pow(const smoe__reuse *r, uint32_t n)
+/* One example (smoe__reuse_learn_fn): a step of the weights, and every
+ * SMOE__REUSE_EPOCH examples a snapshot of them for the scans. */
+static void learn(void *u, unsigned h, double rate, int asked)
 {
-    return n < POW_N ? r->dpow[n] : 0.0;
-}
-
-/* Logit of reuse under weights w (double bits) for history h, rate rt. */
-static double logit(_Atomic uint64_t *w, unsigned h, double rt)
-{
-    double z = ld(&w[0]) + ld(&w[1]) * log(rt + RATE_EPS);
-    for (int b = 0; b < HIST_BITS; b++)
-        if (h & (1u << b))
-            z += ld(&w[2 + b]);
-    return z;
-}
-
-/* The count f as a rate per visit, corrected while the layer is young
- * (`visits` visits: a count cannot have built up yet). */
-static double rate_of(const smoe__reuse *r, double f, uint32_t visits)
-{
-    double rt = f * (1 - DECAY);
-    double fill = 1.0 - decay_pow(r, visits);
-    return visits && fill > 0 ? rt / fill : rt;
-}
-
-/* One logistic-regression step: an expert with history h and rate rt was
- * (y 1) or was not (y 0) asked for at a visit of its layer. */
-static void learn(smoe__reuse *r, unsigned h, double rt, int y)
-{
-    double z = logit(r->w, h, rt);
-    double e = RATE * ((double)y - 1.0 / (1.0 + exp(-z)));
-    double x[SMOE__REUSE_W];
-    x[0] = 1;
-    x[1] = log(rt + RATE_EPS);
-    for (int b = 0; b < HIST_BITS; b++)
-        x[2 + b] = (h & (1u << b)) ? 1 : 0;
-    for (int i = 0; i < SMOE__REUSE_W; i++) {
-        double v = ld(&r->w[i]) + e * x[i];
-        st(&r->w[i], v > WEIGHT_MAX ? WEIGHT_MAX : v < -WEIGHT_MAX ? -WEIGHT_MAX : v);
-    }
+    smoe__reuse *r = u;
+    double w[SMOE__REUSE_W];
+    load_weights(r->w, w);
+    smoe__reuse_learn(w, h, rate, asked, SMOE__REUSE_RATE);
+    for (int i = 0; i < SMOE__REUSE_W; i++)
+        store_double(&r->w[i], w[i]);
     /* relaxed: a count; the thread that completes an epoch snapshots */
     uint64_t n = atomic_fetch_add_explicit(&r->examples, 1, memory_order_relaxed) + 1;
-    if (n % EPOCH == 0) {
+    if (n % SMOE__REUSE_EPOCH == 0) {
         for (int i = 0; i < SMOE__REUSE_W; i++)
             STORE(r->ws[i], LOAD(r->w[i]));
         /* relaxed: a score tagged with the old epoch is recomputed */
@@ -189,10 +147,10 @@ void smoe__reuse_visit(smoe__reuse *r, uint32_t layer)
     uint32_t seen = LOAD(r->visits[layer]);
     if (seen) {
         double gap = (double)(step - LOAD(r->began[layer]));
-        double period = ld(&r->period);
+        double period = load_double(&r->period);
         if (2 * gap <= period)
             return; /* back to a layer whose visit is still under way */
-        st(&r->period, period + (gap - period) / 16.0);
+        store_double(&r->period, smoe__reuse_period_next(period, gap));
     }
     STORE(r->vclock, step);
     STORE(r->visits[layer], seen + 1);
@@ -208,29 +166,21 @@ void smoe__reuse_use(smoe__reuse *r, uint32_t key, uint32_t layer)
     uint32_t gap = v - last;
     if (gap == 0)
         return; /* asked for twice in one visit */
-    double f = ld(&r->f[key]);
-    if (hist) {
-        /* the visits it sat out since its last use, then this one */
-        unsigned h = hist;
-        double ff = f;
-        for (uint32_t j = 1; j <= gap && j <= TRAIN_MAX; j++) {
-            /* visit last + j, as it stood before: j - 1 visits sat out */
-            learn(r, h, rate_of(r, ff, last + j - 1), j == gap);
-            h = (h << 1) & 0xffu;
-            ff *= DECAY;
-        }
-    }
-    st(&r->f[key], f * decay_pow(r, gap) + 1.0);
-    unsigned nh = (gap >= HIST_BITS ? 0u : (hist << gap) & 0xffu) | 1u;
-    STORE(r->use[key], (uint64_t)v << 8 | nh);
+    double f = load_double(&r->f[key]);
+    if (hist) /* the visits it sat out since its last use, then this one */
+        smoe__reuse_examples(r->dpow, SMOE__REUSE_DECAY, f, hist, last, gap,
+                             SMOE__REUSE_TRAIN_MAX, learn, r);
+    store_double(&r->f[key], smoe__reuse_count_after(r->dpow, f, gap));
+    STORE(r->use[key], (uint64_t)v << 8 | smoe__reuse_hist_after(hist, gap));
 }
 
 /* q of key from its record as it stands, for the visit after `at`. */
 static float q_of(smoe__reuse *r, uint32_t key, uint64_t u, uint32_t at, uint32_t gap)
 {
-    unsigned h = gap >= HIST_BITS ? 0u : ((unsigned)(u & 0xffu) << gap) & 0xffu;
-    double rt = rate_of(r, ld(&r->f[key]) * decay_pow(r, gap), at);
-    return (float)(1.0 / (1.0 + exp(-logit(r->ws, h, rt))));
+    double ws[SMOE__REUSE_W];
+    load_weights(r->ws, ws);
+    return (float)smoe__reuse_q(ws, r->dpow, SMOE__REUSE_DECAY, load_double(&r->f[key]),
+                                (unsigned)(u & 0xffu), gap, at);
 }
 
 /* Where key stands: the visit its q is for (*at), the visits since its
@@ -247,8 +197,8 @@ static double place(smoe__reuse *r, uint32_t key, uint64_t u, uint32_t *at, uint
         (*at)--;
         return 0;
     }
-    double left = 1.0 - (double)(LOAD(r->vclock) - LOAD(r->began[l])) / ld(&r->period);
-    return left < 0 ? 0 : left > 1 ? 1 : left;
+    return smoe__reuse_distance((double)(LOAD(r->vclock) - LOAD(r->began[l])),
+                                load_double(&r->period));
 }
 
 double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
@@ -273,7 +223,7 @@ double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q)
         atomic_fetch_add_explicit(&r->c_rescored, 1, memory_order_relaxed);
     }
     *q = qf;
-    return (double)qf - LAMBDA * ld(&r->qv) * d;
+    return smoe__reuse_keep_value((double)qf, SMOE__REUSE_LAMBDA, load_double(&r->qv), d);
 }
 
 double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key, float *q)
@@ -288,11 +238,10 @@ double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key, float *q)
     uint32_t at, gap;
     double d = place(r, key, u, &at, &gap);
     *q = q_of(r, key, u, at, gap);
-    return (double)*q - LAMBDA * ld(&r->qv) * d;
+    return smoe__reuse_keep_value((double)*q, SMOE__REUSE_LAMBDA, load_double(&r->qv), d);
 }
 
 void smoe__reuse_victim(smoe__reuse *r, float q)
 {
-    double qv = ld(&r->qv);
-    st(&r->qv, qv + ((double)q - qv) / QV_SPAN);
+    store_double(&r->qv, smoe__reuse_qv_next(load_double(&r->qv), (double)q));
 }

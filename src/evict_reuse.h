@@ -1,6 +1,6 @@
 /*
  * evict_reuse.h - the state of the `reuse` eviction policy (evict_reuse.c,
- * docs/eviction.md).
+ * docs/eviction.md); its arithmetic is evict_reuse_model.h.
  *
  * Every field is a statistic: a stale or racing value makes a worse
  * victim choice, never a wrong one, because a slot is still taken by one
@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define SMOE__REUSE_W 10 /* weights: bias, log rate, 8 history bits */
+#include "evict_reuse_model.h"
 
 struct smoe_stream;
 

@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
+#include "byteorder.h"
 #include "error.h"
 #include "io.h"
 #include "vault.h"
@@ -61,20 +62,6 @@ struct smoe_writer {
 };
 
 static const unsigned char zeros[SMOE__VAULT_ALIGN];
-
-static void wr32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-
-static void wr64(unsigned char *p, uint64_t v)
-{
-    wr32(p, (uint32_t)v);
-    wr32(p + 4, (uint32_t)(v >> 32));
-}
 
 static void wr_hash(unsigned char *p, uint64_t h)
 {
@@ -397,13 +384,13 @@ SMOE_API int smoe_writer_add_blob(smoe_writer *w, uint32_t layer, uint32_t exper
         (rc = write_at(w, zeros, padded - size, w->pos + size, "a blob's padding")) < 0)
         return rc;
     unsigned char *r = w->table + (size_t)w->entries * SMOE__ENTRY_SIZE;
-    wr32(r, layer);
-    wr32(r + 4, expert);
-    wr32(r + 8, layout);
-    wr32(r + 12, 0);
-    wr64(r + 16, w->pos);
-    wr64(r + 24, size);
-    wr64(r + 32, padded);
+    smoe__put_le32(r, layer);
+    smoe__put_le32(r + 4, expert);
+    smoe__put_le32(r + 8, layout);
+    smoe__put_le32(r + 12, 0);
+    smoe__put_le64(r + 16, w->pos);
+    smoe__put_le64(r + 24, size);
+    smoe__put_le64(r + 32, padded);
     wr_hash(r + 40, smoe__hash(data, (size_t)size));
     w->entries++;
     w->seen[key / 8] |= (unsigned char)(1u << (key % 8));
@@ -417,21 +404,21 @@ static void fill_tables(const smoe_writer *w, unsigned char *t)
     unsigned char *p = t + (size_t)w->entries * SMOE__ENTRY_SIZE;
     memcpy(t, w->table, (size_t)w->entries * SMOE__ENTRY_SIZE);
     for (uint32_t i = 0; i < w->n_layouts; i++, p += SMOE__LAYOUT_SIZE) {
-        wr32(p, w->layouts[i].first);
-        wr32(p + 4, w->layouts[i].n);
-        wr64(p + 8, w->layouts[i].extent);
+        smoe__put_le32(p, w->layouts[i].first);
+        smoe__put_le32(p + 4, w->layouts[i].n);
+        smoe__put_le64(p + 8, w->layouts[i].extent);
     }
     for (uint32_t i = 0; i < w->n_comps; i++, p += SMOE__COMPONENT_SIZE) {
         const smoe_component *c = &w->comps[i];
         memcpy(p, c->name, SMOE_COMPONENT_NAME_MAX);
-        wr32(p + 64, c->dtype);
-        wr32(p + 68, c->ndim);
+        smoe__put_le32(p + 64, c->dtype);
+        smoe__put_le32(p + 68, c->ndim);
         for (int d = 0; d < SMOE_MAX_DIMS; d++)
-            wr64(p + 72 + 8 * d, c->shape[d]);
-        wr64(p + 104, c->offset);
-        wr64(p + 112, c->nbytes);
-        wr32(p + 120, c->quant_group);
-        wr32(p + 124, c->quant_bits);
+            smoe__put_le64(p + 72 + 8 * d, c->shape[d]);
+        smoe__put_le64(p + 104, c->offset);
+        smoe__put_le64(p + 112, c->nbytes);
+        smoe__put_le32(p + 120, c->quant_group);
+        smoe__put_le32(p + 124, c->quant_bits);
     }
     for (uint32_t i = 0; i < w->n_meta; i++) {
         size_t kl = strlen(w->meta[i].key), vl = strlen(w->meta[i].value);
@@ -487,22 +474,22 @@ static int finish(smoe_writer *w)
     unsigned char h[SMOE__VAULT_HEADER_SIZE];
     memset(h, 0, sizeof h);
     memcpy(h, SMOE__VAULT_MAGIC, 8);
-    wr32(h + 8, SMOE__VAULT_VERSION);
-    wr32(h + 12, SMOE__VAULT_HEADER_SIZE);
-    wr32(h + 16, SMOE__VAULT_ALIGN);
-    wr32(h + 20, w->component_align);
-    wr32(h + 24, w->layers);
-    wr32(h + 28, w->experts);
-    wr32(h + 32, w->entries);
-    wr32(h + 36, w->n_layouts);
-    wr32(h + 40, w->n_comps);
-    wr32(h + 44, 0);
-    wr64(h + 48, w->pos);
-    wr64(h + 56, w->pos + tbytes);
-    wr64(h + 64, w->pos + tbytes + lbytes);
-    wr64(h + 72, w->meta_bytes);
-    wr64(h + 80, SMOE__VAULT_ALIGN);
-    wr64(h + 88, w->pos + total);
+    smoe__put_le32(h + 8, SMOE__VAULT_VERSION);
+    smoe__put_le32(h + 12, SMOE__VAULT_HEADER_SIZE);
+    smoe__put_le32(h + 16, SMOE__VAULT_ALIGN);
+    smoe__put_le32(h + 20, w->component_align);
+    smoe__put_le32(h + 24, w->layers);
+    smoe__put_le32(h + 28, w->experts);
+    smoe__put_le32(h + 32, w->entries);
+    smoe__put_le32(h + 36, w->n_layouts);
+    smoe__put_le32(h + 40, w->n_comps);
+    smoe__put_le32(h + 44, 0);
+    smoe__put_le64(h + 48, w->pos);
+    smoe__put_le64(h + 56, w->pos + tbytes);
+    smoe__put_le64(h + 64, w->pos + tbytes + lbytes);
+    smoe__put_le64(h + 72, w->meta_bytes);
+    smoe__put_le64(h + 80, SMOE__VAULT_ALIGN);
+    smoe__put_le64(h + 88, w->pos + total);
 
     XXH3_state_t *st = XXH3_createState();
     if (!st) {

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install the Debian packages the build, the tests and the demo need, if any
-# are missing. Sourced by tests/run-all.sh and examples/run-demo.sh.
+# are missing. Sourced by tests/run-all.sh and examples/run-demo.sh (which
+# also source tests/progress.sh).
 smoe_install_deps() {
     need="build-essential cmake pkg-config libxxhash-dev libcmocka-dev libjson-c-dev zlib1g-dev $*"
     missing=""
@@ -8,9 +9,17 @@ smoe_install_deps() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
             missing="$missing $p"
     done
-    if [ -n "$missing" ]; then
-        echo "installing:$missing"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq $missing >/dev/null
+    [ -n "$missing" ] || return 0
+    echo "installing:$missing (apt-get; about a minute)"
+    export DEBIAN_FRONTEND=noninteractive
+    log=$(mktemp)
+    # shellcheck disable=SC2086
+    if ! smoe_step "installing packages" sh -c \
+        "{ apt-get update -qq && apt-get install -y -qq $missing; } > '$log' 2>&1"; then
+        echo "FAIL: apt-get could not install:$missing"
+        grep -v '^$' "$log" | head -n 8 | sed 's/^/  /'
+        rm -f "$log"
+        return 1
     fi
+    rm -f "$log"
 }

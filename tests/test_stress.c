@@ -129,15 +129,7 @@ struct targ {
 static uint32_t zipf_key(struct shared *sh, uint64_t *rng)
 {
     double u = (double)(next_rand(rng) >> 11) / 9007199254740992.0;
-    uint32_t lo = 0, hi = sh->nkeys - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (sh->cdf[mid] < u)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return sh->keys[lo];
+    return sh->keys[synth_cdf_pick(sh->cdf, sh->nkeys, u)];
 }
 
 static int hash_ok(smoe_stream *s, const smoe_blob *b)

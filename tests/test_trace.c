@@ -1,5 +1,5 @@
 /*
- * Description: the routing trace reader (src/tool/trace.c) accepts
+ * Description: the routing trace reader (tools/smoe/sim/trace.c) accepts
  * well-formed plain and gzip traces with their header, requests and
  * speculative ranks, infers the shape when the header lacks it, computes
  * the adjacent-token overlap, and rejects each kind of malformed line with

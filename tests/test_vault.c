@@ -95,7 +95,7 @@ static uint64_t round16k(uint64_t v)
     return (v + 16383) / 16384 * 16384;
 }
 
-/* Every entry of the vault holds exactly tu_blob_fill's bytes, zero padded. */
+/* Every entry of the vault holds exactly synth_blob_fill's bytes, zero padded. */
 static void check_contents(const char *path, const smoe__vault *v, uint64_t min,
                            uint64_t max, uint64_t seed, int (*present)(uint32_t, uint32_t))
 {
@@ -113,12 +113,12 @@ static void check_contents(const char *path, const smoe__vault *v, uint64_t min,
             }
             assert_non_null(en);
             n++;
-            uint64_t size = tu_blob_size(seed, l, e, min, max);
+            uint64_t size = synth_blob_size(seed, l, e, min, max);
             assert_int_equal(en->size, size);
             assert_int_equal(en->padded, round16k(size));
             assert_int_equal(en->offset % 16384, 0);
             assert_true(en->offset >= 16384);
-            tu_blob_fill(want, (size_t)size, seed, l, e);
+            synth_blob_fill(want, (size_t)size, seed, l, e);
             memset(want + size, 0, (size_t)(en->padded - size));
             tu_read_at(path, en->offset, got, (size_t)en->padded);
             assert_memory_equal(got, want, (size_t)en->padded);
@@ -255,7 +255,7 @@ static void test_roundtrip(void **state)
     assert_string_equal(v.meta, "model=tu-test\ntop_k=2\n");
 
     smoe_component want[3];
-    uint32_t n = tu_layout(want, 20000);
+    uint32_t n = synth_layout(want, 20000);
     assert_int_equal(n, 3);
     assert_int_equal(v.layouts[0].first, 0);
     assert_int_equal(v.layouts[0].n, 3);
@@ -354,7 +354,7 @@ static void test_roundtrip_layouts(void **state)
     uint64_t ext0 = 8192 + 512 * 210, ext1 = 12288 + 7;
     unsigned char *buf = malloc(ext0);
     assert_non_null(buf);
-    tu_blob_fill(buf, ext0, 5, 0, 0);
+    synth_blob_fill(buf, ext0, 5, 0, 0);
     assert_int_equal(smoe_writer_add_blob(w, 0, 2, 1, buf, ext1), 0);
     assert_int_equal(smoe_writer_add_blob(w, 0, 0, 0, buf, ext0), 0);
     assert_int_equal(smoe_writer_finish(w), 0);
@@ -847,7 +847,7 @@ static void test_layouts_overlap(void **state)
     smoe_writer *w;
     assert_int_equal(smoe_writer_open(p, &wo, &w), 0);
     smoe_component c[3];
-    uint32_t n = tu_layout(c, 5000), id;
+    uint32_t n = synth_layout(c, 5000), id;
     assert_int_equal(smoe_writer_add_layout(w, c, n, &id), 0);
     assert_int_equal(smoe_writer_add_layout(w, c, n, &id), 0);
     unsigned char buf[5000] = {1};
@@ -1191,7 +1191,7 @@ static void test_writer_layout_errors(void **state)
     char *p = tu_path(g_dir, "wlayout.smoe");
     smoe_writer *w = open_writer(p, 1, 2);
     smoe_component good[3];
-    uint32_t n = tu_layout(good, 100000), id;
+    uint32_t n = synth_layout(good, 100000), id;
     assert_int_equal(n, 3);
     smoe_component c[3];
     expect_wfail(smoe_writer_add_layout(w, good, 0, &id), SMOE_EINVAL, "at least one");
@@ -1271,7 +1271,7 @@ static void test_writer_meta_errors(void **state)
     assert_int_equal(smoe_writer_set_meta(w, "top_k", "8"), 0);
     assert_int_equal(smoe_writer_set_meta(w, "model", "second"), 0); /* replaces */
     smoe_component c[3];
-    uint32_t n = tu_layout(c, 3000), id;
+    uint32_t n = synth_layout(c, 3000), id;
     assert_int_equal(smoe_writer_add_layout(w, c, n, &id), 0);
     unsigned char buf[3000] = {0};
     assert_int_equal(smoe_writer_add_blob(w, 0, 5, id, buf, sizeof buf), 0);
@@ -1292,7 +1292,7 @@ static void test_writer_blob_errors(void **state)
     unsigned char buf[4096] = {0};
     expect_wfail(smoe_writer_add_blob(w, 0, 0, 0, buf, 10), SMOE_EINVAL, "layout 0");
     smoe_component c[3];
-    uint32_t n = tu_layout(c, 3000), id;
+    uint32_t n = synth_layout(c, 3000), id;
     assert_int_equal(smoe_writer_add_layout(w, c, n, &id), 0);
     expect_wfail(smoe_writer_add_blob(w, 2, 0, id, buf, 3000), SMOE_EINVAL, "layer 2");
     expect_wfail(smoe_writer_add_blob(w, 1, 3, id, buf, 3000), SMOE_EINVAL, "expert 3");
@@ -1334,7 +1334,7 @@ static void test_writer_finish_abort(void **state)
     /* until finish, only the temporary file exists; then only the vault */
     w = open_writer(p, 1, 1);
     smoe_component c[3];
-    uint32_t n = tu_layout(c, 20000), id;
+    uint32_t n = synth_layout(c, 20000), id;
     assert_int_equal(smoe_writer_add_layout(w, c, n, &id), 0);
     unsigned char *buf = calloc(1, 20000);
     assert_non_null(buf);
@@ -1362,7 +1362,7 @@ static void test_writer_write_fails(void **state)
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
     smoe_component c[3];
-    uint32_t n = tu_layout(c, 20000), id;
+    uint32_t n = synth_layout(c, 20000), id;
     unsigned char *buf = calloc(1, 20000);
     assert_non_null(buf);
     /* each pwrite in turn fails: blob, padding, blob, padding, tables, header */

@@ -191,78 +191,6 @@ uint64_t tu_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- deterministic payloads ------------------------------------------ */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t blob_key(uint64_t seed, uint32_t layer, uint32_t expert, uint64_t salt)
-{
-    uint64_t s = seed ^ salt;
-    s ^= splitmix64(&s) + ((uint64_t)layer << 32 | expert);
-    return splitmix64(&s);
-}
-
-uint64_t tu_blob_size(uint64_t seed, uint32_t layer, uint32_t expert,
-                      uint64_t min_bytes, uint64_t max_bytes)
-{
-    if (max_bytes <= min_bytes)
-        return min_bytes;
-    return min_bytes + blob_key(seed, layer, expert, 0x5123) % (max_bytes - min_bytes + 1);
-}
-
-void tu_blob_fill(void *buf, size_t n, uint64_t seed, uint32_t layer, uint32_t expert)
-{
-    unsigned char *p = buf;
-    uint64_t s = blob_key(seed, layer, expert, 0xb10b);
-    while (n > 0) {
-        uint64_t v = splitmix64(&s);
-        for (int i = 0; i < 8 && n > 0; i++, n--, v >>= 8)
-            *p++ = (unsigned char)v;
-    }
-}
-
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-uint32_t tu_layout(smoe_component comps[3], uint64_t max_bytes)
-{
-    memset(comps, 0, 3 * sizeof *comps);
-    for (uint64_t h = 4096; h >= 8; h /= 2) {
-        uint64_t f = max_bytes / (6 * h);
-        while (f >= h / 4 && 2 * round_up(2 * h * f, 256) + 2 * h * f > max_bytes)
-            f--;
-        if (f < h / 4 || f == 0)
-            continue;
-        uint64_t s = 2 * h * f;
-        static const char *names[3] = {"gate", "up", "down"};
-        for (int i = 0; i < 3; i++) {
-            smoe_component *c = &comps[i];
-            snprintf(c->name, sizeof c->name, "%s", names[i]);
-            c->dtype = SMOE_DTYPE_BF16;
-            c->ndim = 2;
-            c->shape[0] = i < 2 ? f : h;
-            c->shape[1] = i < 2 ? h : f;
-            c->offset = (uint64_t)i * round_up(s, 256);
-            c->nbytes = s;
-        }
-        return 3;
-    }
-    snprintf(comps[0].name, sizeof comps[0].name, "w");
-    comps[0].dtype = SMOE_DTYPE_U8;
-    comps[0].ndim = 1;
-    comps[0].shape[0] = max_bytes ? max_bytes : 1;
-    comps[0].nbytes = comps[0].shape[0];
-    return 1;
-}
-
 uint64_t tu_layout_extent(const smoe_component *comps, uint32_t n)
 {
     return comps[n - 1].offset + comps[n - 1].nbytes;
@@ -280,7 +208,7 @@ int tu_make_vault_ex(const char *path, const tu_vault_opts *o)
     if (rc < 0)
         return rc;
     smoe_component comps[3];
-    uint32_t n = tu_layout(comps, o->min_bytes), id = 0;
+    uint32_t n = synth_layout(comps, o->min_bytes), id = 0;
     unsigned char *buf = malloc(o->max_bytes ? (size_t)o->max_bytes : 1);
     assert_non_null(buf);
     char num[32];
@@ -302,8 +230,8 @@ int tu_make_vault_ex(const char *path, const tu_vault_opts *o)
         uint32_t layer = (uint32_t)(i / o->experts), expert = (uint32_t)(i % o->experts);
         if (o->present && !o->present(layer, expert))
             continue;
-        uint64_t size = tu_blob_size(o->seed, layer, expert, o->min_bytes, o->max_bytes);
-        tu_blob_fill(buf, (size_t)size, o->seed, layer, expert);
+        uint64_t size = synth_blob_size(o->seed, layer, expert, o->min_bytes, o->max_bytes);
+        synth_blob_fill(buf, (size_t)size, o->seed, layer, expert);
         if ((rc = smoe_writer_add_blob(w, layer, expert, id, buf, size)) < 0)
             goto fail;
     }
@@ -421,18 +349,6 @@ uint64_t tu_component_off(const char *path, uint32_t k)
 {
     return tu_read_u64(path, TU_H_LAYOUT_OFFSET) + 16ull * tu_read_u32(path, TU_H_LAYOUTS) +
            128ull * k;
-}
-
-uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert)
-{
-    uint32_t n = tu_read_u32(path, TU_H_ENTRIES);
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t off = tu_entry_off(path, i);
-        if (tu_read_u32(path, off + TU_E_LAYER) == layer &&
-            tu_read_u32(path, off + TU_E_EXPERT) == expert)
-            return i;
-    }
-    return UINT32_MAX;
 }
 
 /* ---- smoe__io tables -------------------------------------------------------- */

@@ -15,6 +15,7 @@
 #include "smoe/smoe.h"
 #include "io.h"
 #include "mem_io.h"
+#include "synth.h"
 
 /* ---- files and directories ------------------------------------------- */
 
@@ -85,18 +86,9 @@ void tu_expect_contains(const char *hay, const char *needle);
 
 /* ---- deterministic payloads ------------------------------------------ */
 
-/* Size of the blob of (layer, expert): in [min_bytes, max_bytes]. */
-uint64_t tu_blob_size(uint64_t seed, uint32_t layer, uint32_t expert,
-                      uint64_t min_bytes, uint64_t max_bytes);
-/* Fill buf with the blob bytes of (layer, expert) under seed. */
-void tu_blob_fill(void *buf, size_t n, uint64_t seed, uint32_t layer, uint32_t expert);
-/*
- * A plausible expert layout whose extent is at most max_bytes: bf16
- * "gate" [ffn, hidden], "up" [ffn, hidden], "down" [hidden, ffn] at
- * 256-byte alignment; or, below 544 bytes, one u8 component "w".
- * Fills comps (room for 3) and returns the component count.
- */
-uint32_t tu_layout(smoe_component comps[3], uint64_t max_bytes);
+/* Blob sizes, bytes and the layout come from synth.h (synth_blob_size,
+ * synth_blob_fill, synth_layout): the synthetic vault `smoe gen` writes. */
+
 /* End of a layout's last component. */
 uint64_t tu_layout_extent(const smoe_component *comps, uint32_t n);
 
@@ -124,7 +116,7 @@ int tu_make_vault(const char *path, uint32_t layers, uint32_t experts,
 
 /* A vault of layers x experts blobs sized in [min_bytes, max_bytes] from
  * seed (tu_make_vault), in a directory of its own; the fields say how to
- * recompute any blob (tu_blob_size, tu_blob_fill). */
+ * recompute any blob (synth_blob_size, synth_blob_fill). */
 typedef struct tu_fx {
     char *dir;
     char path[600];
@@ -176,8 +168,6 @@ void tu_fix_checksum(const char *path);
 uint64_t tu_entry_off(const char *path, uint32_t i);
 uint64_t tu_layout_off(const char *path, uint32_t j);
 uint64_t tu_component_off(const char *path, uint32_t k);
-/* Index of the table entry of (layer, expert), or UINT32_MAX. */
-uint32_t tu_entry_index(const char *path, uint32_t layer, uint32_t expert);
 
 /* ---- smoe__io tables -------------------------------------------------------- */
 

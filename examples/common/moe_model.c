@@ -5,6 +5,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include "moe_model.h"
+#include "synth.h" /* splitmix64: tools/smoe/common/synth.h */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,21 +24,13 @@ static const uint32_t mat_cols[MOE_NMAT] = {MOE_HIDDEN, MOE_HIDDEN, MOE_FFN};
 #define EMBED_MAT 4u    /* salt of the token inputs */
 #define ALIGN 256u      /* component alignment inside a blob */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t key_of(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
 {
     uint64_t s = seed;
-    s ^= splitmix64(&s) + a;
-    s ^= splitmix64(&s) + b;
-    s ^= splitmix64(&s) + c;
-    return splitmix64(&s);
+    s ^= synth_splitmix64(&s) + a;
+    s ^= synth_splitmix64(&s) + b;
+    s ^= synth_splitmix64(&s) + c;
+    return synth_splitmix64(&s);
 }
 
 /* Round to nearest even; the values here are finite and small. */
@@ -54,7 +47,7 @@ static void fill_uniform_bf16(uint16_t *w, size_t n, uint64_t state, float a)
     const float scale = a / 32768.0f;
     size_t i = 0;
     while (i < n) {
-        uint64_t r = splitmix64(&state);
+        uint64_t r = synth_splitmix64(&state);
         for (int j = 0; j < 4 && i < n; j++, i++, r >>= 16)
             w[i] = float_to_bf16(((float)(r & 0xffffu) - 32768.0f + 0.5f) * scale);
     }
@@ -78,7 +71,7 @@ void moe_next_embedding(float *e, uint64_t seed, uint64_t token, float rho)
     uint64_t state = key_of(seed, token, 0, EMBED_MAT);
     float keep = rho, fresh = sqrtf(1.0f - rho * rho);
     for (uint32_t i = 0; i < MOE_HIDDEN; i += 4) {
-        uint64_t r = splitmix64(&state);
+        uint64_t r = synth_splitmix64(&state);
         for (uint32_t j = 0; j < 4; j++, r >>= 16) {
             float u = ((float)(r & 0xffffu) - 32768.0f + 0.5f) / 32768.0f; /* [-1, 1) */
             e[i + j] = keep * e[i + j] + fresh * 1.7320508f * u;          /* unit variance */

@@ -112,19 +112,25 @@ typedef enum smoe_error {
     SMOE_ERR_LAST_ = -28
 } smoe_error;
 
-/* Positive statuses of smoe_prefetch(). */
-enum {
+/*
+ * Positive statuses of smoe_prefetch(). The two status sets share values
+ * (SMOE_QUEUED == SMOE_READY == 0): hold a status, once it is known not to
+ * be an error, in a variable of its type, and the compiler warns where one
+ * set is compared with or assigned from the other (-Wenum-compare,
+ * -Wenum-conversion). The functions return int, as they always have.
+ */
+typedef enum smoe_prefetch_status {
     SMOE_QUEUED   = 0, /* a read was queued for this expert */
     SMOE_RESIDENT = 1, /* already READY or retained; no read */
     SMOE_INFLIGHT = 2, /* already loading; joined, no second read */
     SMOE_SKIPPED  = 3  /* speculative request dropped (cap or no room); counted */
-};
+} smoe_prefetch_status;
 
 /* Positive statuses of smoe_claim() and smoe_claim_wait(). */
-enum {
+typedef enum smoe_claim_status {
     SMOE_READY = 0, /* first claim since the blob was read */
     SMOE_HIT   = 1  /* retained blob claimed again: zero bytes read */
-};
+} smoe_claim_status;
 
 /* Message for a code ("unknown error" for a value no release defined). */
 SMOE_API const char *smoe_strerror(int err);           /* since 1.0 */
@@ -153,7 +159,7 @@ SMOE_API const char *smoe_version_string(void);        /* since 1.0 */
  *               the last dimension share a scale and a bias, stored as
  *               components named "<name>.scales" and "<name>.biases"
  */
-enum {
+typedef enum smoe_dtype {
     SMOE_DTYPE_UNKNOWN = 0,
     SMOE_DTYPE_BOOL = 1,
     SMOE_DTYPE_U8 = 2,
@@ -177,7 +183,7 @@ enum {
     SMOE_DTYPE_C64 = 20,
     SMOE_DTYPE_GGML_BASE = 0x100,
     SMOE_DTYPE_MLX_PACKED = 0x200
-};
+} smoe_dtype;
 #define SMOE_DTYPE_GGML(t) (SMOE_DTYPE_GGML_BASE + (t))
 
 /* Name of a dtype ("bf16", "ggml:q4_K", "mlx_packed"), "?" if unknown. */
@@ -208,11 +214,15 @@ typedef struct smoe_component {
 typedef struct smoe_stream smoe_stream;
 
 /* Log levels passed to smoe_log_fn. */
-enum { SMOE_LOG_ERROR = 0, SMOE_LOG_WARN = 1, SMOE_LOG_INFO = 2 };
+typedef enum smoe_log_level {
+    SMOE_LOG_ERROR = 0,
+    SMOE_LOG_WARN = 1,
+    SMOE_LOG_INFO = 2
+} smoe_log_level;
 typedef void (*smoe_log_fn)(void *user, int level, const char *msg);
 
 /* smoe_open_opts.flags */
-enum {
+typedef enum smoe_open_flag {
     /* Fall back to buffered reads where the file system refuses direct I/O. */
     SMOE_OPEN_ALLOW_BUFFERED = 1u << 0,
     /* Always use buffered reads (benchmarks, file systems without O_DIRECT). */
@@ -225,21 +235,21 @@ enum {
     SMOE_OPEN_NO_PREWARM = 1u << 4,
     /* Neither load nor save the popularity histogram. */
     SMOE_OPEN_NO_FREQ = 1u << 5
-};
+} smoe_open_flag;
 
 /* smoe_open_opts.verify */
-enum {
+typedef enum smoe_verify_mode {
     SMOE_VERIFY_DEFAULT = 0, /* the library's default (see docs/benchmarks.md) */
     SMOE_VERIFY_ON = 1,      /* check each blob's XXH3 and zero padding as it lands */
     SMOE_VERIFY_OFF = 2
-};
+} smoe_verify_mode;
 
 /* smoe_open_opts.eviction */
-enum {
+typedef enum smoe_eviction {
     SMOE_EVICT_DEFAULT = 0, /* the library's default (docs/eviction.md) */
     SMOE_EVICT_LRU = 1,     /* least recently used */
     SMOE_EVICT_REUSE = 2    /* learned chance of reuse, less layer distance */
-};
+} smoe_eviction;
 
 typedef struct smoe_open_opts {
     size_t struct_size;       /* sizeof(smoe_open_opts); set by _INIT/_init */
@@ -315,10 +325,10 @@ SMOE_API int smoe_shutdown(smoe_stream *s);                     /* since 1.0 */
 SMOE_API int smoe_close(smoe_stream *s);                        /* since 1.0 */
 
 /* smoe_prefetch() flags */
-enum {
+typedef enum smoe_prefetch_flag {
     SMOE_PREFETCH_DEMAND = 0,
     SMOE_PREFETCH_SPECULATIVE = 1u << 0
-};
+} smoe_prefetch_flag;
 
 /*
  * Ask for an expert. Never blocks, never reads.
@@ -461,7 +471,7 @@ SMOE_API int smoe_layout_find(smoe_stream *s, uint32_t layout, const char *name,
 SMOE_API const char *smoe_meta_get(smoe_stream *s, const char *key);   /* since 1.0 */
 
 /* smoe_stats.io_mode */
-enum { SMOE_IO_DIRECT = 1, SMOE_IO_BUFFERED = 2 };
+typedef enum smoe_io_mode { SMOE_IO_DIRECT = 1, SMOE_IO_BUFFERED = 2 } smoe_io_mode;
 
 /*
  * Counters since open. Set st->struct_size (SMOE_STATS_INIT); the library
@@ -554,7 +564,7 @@ typedef struct smoe_stats {
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */
-enum {
+typedef enum smoe_budget_rule {
     SMOE_BUDGET_AUTO = 1u << 0,       /* sized by the memory budget (ring_slots 0) */
     SMOE_BUDGET_FALLBACK = 1u << 1,   /* raised to 25% of free memory */
     SMOE_BUDGET_CLAMP_MIN = 1u << 2,  /* raised to 64 slots */
@@ -562,10 +572,10 @@ enum {
     SMOE_BUDGET_CAPPED = 1u << 4,     /* lowered to what the memory cgroup allows */
     SMOE_BUDGET_NO_MEMINFO = 1u << 5, /* free memory unknown: 64 slots */
     SMOE_BUDGET_VAULT_CAP = 1u << 6   /* lowered to one slot per blob of the vault */
-};
+} smoe_budget_rule;
 
 /* smoe_stats.freq_status: the histogram file found at open */
-enum {
+typedef enum smoe_freq_status {
     SMOE_FREQ_OFF = 0,        /* SMOE_OPEN_NO_FREQ */
     SMOE_FREQ_LOADED = 1,     /* loaded; pre-warm follows it */
     SMOE_FREQ_ABSENT = 2,     /* no file yet: counting starts at zero */
@@ -575,14 +585,14 @@ enum {
     SMOE_FREQ_FOREIGN = 6,    /* ignored: made for another vault, or before a repack */
     SMOE_FREQ_UNREADABLE = 7  /* ignored: could not be read (permissions, I/O error,
                                  not a regular file: a FIFO is never waited on) */
-};
+} smoe_freq_status;
 
 /* smoe_stats.freq_saving */
-enum {
+typedef enum smoe_freq_saving {
     SMOE_FREQ_SAVE_OFF = 0,      /* SMOE_OPEN_NO_FREQ */
     SMOE_FREQ_SAVE_ON = 1,       /* saved at close and by smoe_freq_save */
     SMOE_FREQ_SAVE_READONLY = 2  /* its directory is not writable: never saved */
-};
+} smoe_freq_saving;
 
 /* Designated in C and value-initialised in C++, so that -Wextra stays quiet
  * about the fields left 0. */

@@ -34,6 +34,6 @@ report() { # target, files...
         -instr-profile=build-cov/"$t".profdata "$@"
 }
 report vault src/vault_read.c src/vault_check.c src/dtype.c
-report safetensors src/tool/pack_safetensors.c src/tool/pack_config.c
-report gguf src/tool/pack_gguf.c
+report safetensors tools/smoe/pack/pack_safetensors.c tools/smoe/pack/pack_config.c
+report gguf tools/smoe/pack/pack_gguf.c
 report freq src/freq.c

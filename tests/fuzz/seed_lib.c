@@ -100,7 +100,7 @@ static int write_two_layouts(const char *path)
     if (rc < 0)
         return rc;
     smoe_component a[3], b[3];
-    uint32_t na = tu_layout(a, 4000), nb = tu_layout(b, 300), ia, ib;
+    uint32_t na = synth_layout(a, 4000), nb = synth_layout(b, 300), ia, ib;
     unsigned char buf[4096];
     if ((rc = smoe_writer_add_layout(w, a, na, &ia)) < 0 ||
         (rc = smoe_writer_add_layout(w, b, nb, &ib)) < 0 ||
@@ -108,7 +108,7 @@ static int write_two_layouts(const char *path)
         goto fail;
     for (uint32_t k = 0; k < 4; k++) {
         uint32_t layer = k / 2, size = layer ? 300 : 4000;
-        tu_blob_fill(buf, size, 9, layer, k % 2);
+        synth_blob_fill(buf, size, 9, layer, k % 2);
         if ((rc = smoe_writer_add_blob(w, layer, k % 2, layer ? ib : ia, buf, size)) < 0)
             goto fail;
     }

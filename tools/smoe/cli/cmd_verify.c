@@ -1,0 +1,203 @@
+/*
+ * cmd_verify.c - `smoe verify`: validate a vault's header and tables, then
+ * read every blob (in file order, buffered, with a sequential-access hint)
+ * and check its XXH3 checksum and that its padding is zero; then the same
+ * for the scout file beside it, when there is one (docs/scout-format.md).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "smoe/smoe.h"
+#include "pack.h"
+#include "io.h"
+#include "tool.h"
+#include "vault.h"
+#include "vault_cmd.h"
+
+static const char cmd[] = "verify";
+
+#define CHUNK (8u << 20)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: smoe verify VAULT [--scout FILE | --no-scout]\n"
+            "\n"
+            "Validate VAULT's header and tables, then read every blob and check its\n"
+            "checksum and zero padding. Each bad blob is reported on stderr as\n"
+            "'layer L expert E: ...'; the exit status is 1 if any is bad. Then check\n"
+            "the scout file's index and every tensor's checksum.\n"
+            "\n"
+            "  --scout FILE   the scout file (default: the one the vault's metadata\n"
+            "                 names, or NAME.scout, when it exists beside the vault)\n"
+            "  --no-scout     do not look for a scout file\n"
+            "  --help         this text\n");
+}
+
+/* One blob: where its bytes lie and what it is. */
+typedef struct item {
+    const smoe__vault_entry *e;
+    uint32_t layer, expert;
+} item;
+
+/* What every blob's check uses. */
+typedef struct checker {
+    const char *path;
+    int fd;
+    unsigned char *buf; /* CHUNK bytes */
+    XXH3_state_t *st;
+    uint64_t bytes;     /* read so far */
+} checker;
+
+/* Read n bytes at off; 0, or it says on stderr what failed and returns 1. */
+static int read_at(checker *c, const item *it, size_t n, uint64_t off)
+{
+    int err = 0;
+    int rc = smoe__io_read_full(&smoe__io_os, c->fd, c->buf, n, off, NULL, &err);
+    if (rc == 0)
+        return 0;
+    fprintf(stderr, "smoe verify: %s: layer %" PRIu32 " expert %" PRIu32
+            ": reading %zu bytes at offset %" PRIu64 " failed: %s\n", c->path, it->layer,
+            it->expert, n, off, rc == SMOE_ETRUNC ? strerror(EIO) : strerror(err));
+    return 1;
+}
+
+/* Check one blob; prints its problem and returns 1 if it is bad. */
+static int check_blob(checker *c, const item *it)
+{
+    const smoe__vault_entry *e = it->e;
+    XXH3_64bits_reset(c->st);
+    uint64_t nonzero = UINT64_MAX;
+    for (uint64_t done = 0; done < e->padded;) {
+        size_t n = e->padded - done < CHUNK ? (size_t)(e->padded - done) : CHUNK;
+        if (read_at(c, it, n, e->offset + done))
+            return 1;
+        c->bytes += n;
+        size_t payload = done < e->size ? (size_t)(e->size - done < n ? e->size - done : n) : 0;
+        XXH3_64bits_update(c->st, c->buf, payload);
+        for (size_t i = payload; i < n && nonzero == UINT64_MAX; i++)
+            if (c->buf[i])
+                nonzero = done + i;
+        done += n;
+    }
+    uint64_t h = XXH3_64bits_digest(c->st);
+    int bad = 0;
+    if (h != e->hash) {
+        fprintf(stderr, "smoe verify: %s: layer %" PRIu32 " expert %" PRIu32
+                ": checksum mismatch: stored %016" PRIx64 ", computed %016" PRIx64
+                " over %" PRIu64 " bytes at offset %" PRIu64 "\n", c->path, it->layer,
+                it->expert, e->hash, h, e->size, e->offset);
+        bad = 1;
+    }
+    if (nonzero != UINT64_MAX) {
+        fprintf(stderr, "smoe verify: %s: layer %" PRIu32 " expert %" PRIu32
+                ": padding byte %" PRIu64 " of the blob (file offset %" PRIu64
+                ") is not zero\n", c->path, it->layer, it->expert, nonzero,
+                e->offset + nonzero);
+        bad = 1;
+    }
+    return bad;
+}
+
+/* Check every blob in file order, with a progress line; the number of bad
+ * blobs, or -1 when out of memory. */
+static int64_t check_blobs(checker *c, const smoe__vault *v, uint32_t *n)
+{
+    uint32_t *keys = vault_keys_by_offset(v, n);
+    if (!keys)
+        return -1;
+    tool_progress pg;
+    tool_progress_start(&pg, cmd);
+    int64_t bad = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        item it = {&v->index[keys[i]], keys[i] / v->experts, keys[i] % v->experts};
+        bad += check_blob(c, &it);
+        tool_progress_blobs(&pg, i + 1, *n, c->bytes);
+    }
+    free(keys);
+    return bad;
+}
+
+/* The scout file's index and data; 0, or 1 when it is bad. */
+static int check_scout(const char *scout)
+{
+    pack_scout sc;
+    uint64_t s0 = tool_now_ns();
+    int rc = pack_scout_load(scout, &sc);
+    if (rc == 0) {
+        rc = pack_scout_check_data(scout, &sc);
+        double secs = (double)(tool_now_ns() - s0) / 1e9;
+        if (rc == 0)
+            printf("%s: %" PRIu32 " tensors, %" PRIu64 " bytes checked in %.2f s: OK\n", scout,
+                   sc.count, sc.file_size, secs);
+        pack_scout_free(&sc);
+    }
+    if (rc < 0) {
+        tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+        return 1;
+    }
+    return 0;
+}
+
+/* Read every blob of the loaded vault; 0, 1 when any is bad, -1 when it
+ * could not be read (said on stderr). */
+static int verify_vault(const char *path, const smoe__vault *v, uint64_t t0)
+{
+    checker c = {path, open(path, O_RDONLY | O_CLOEXEC), malloc(CHUNK), XXH3_createState(), 0};
+    int rc = 0;
+    if (c.fd < 0 || !c.buf || !c.st) {
+        rc = -(c.fd < 0 ? tool_error(cmd, "%s: %s", path, strerror(errno))
+                        : tool_error(cmd, "out of memory"));
+    } else {
+#if defined(POSIX_FADV_SEQUENTIAL)
+        posix_fadvise(c.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+        uint32_t n;
+        int64_t bad = check_blobs(&c, v, &n);
+        double secs = (double)(tool_now_ns() - t0) / 1e9;
+        if (bad < 0) {
+            rc = -tool_error(cmd, "out of memory");
+        } else {
+            printf("%s: %" PRIu32 " blobs, %" PRIu64 " bytes read in %.2f s (%.1f MiB/s): %s",
+                   path, n, c.bytes, secs,
+                   secs > 0 ? (double)c.bytes / (1 << 20) / secs : 0.0, bad ? "" : "OK\n");
+            if (bad)
+                printf("%" PRId64 " bad blob%s\n", bad, bad == 1 ? "" : "s");
+            rc = bad ? 1 : 0;
+        }
+    }
+    if (c.fd >= 0)
+        close(c.fd);
+    if (c.st)
+        XXH3_freeState(c.st);
+    free(c.buf);
+    return rc;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+    vault_args a;
+    int rc = vault_args_parse(cmd, usage, 0, argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    uint64_t t0 = tool_now_ns();
+    smoe__vault v;
+    rc = smoe__vault_load(&v, a.path, smoe__io_get());
+    if (rc < 0)
+        return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
+    rc = verify_vault(a.path, &v, t0);
+    if (rc >= 0) {
+        char *scout = vault_args_scout(&a, &v);
+        if (scout && check_scout(scout))
+            rc = 1;
+        free(scout);
+    }
+    smoe__vault_free(&v);
+    return rc < 0 ? 1 : rc;
+}

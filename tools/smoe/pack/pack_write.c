@@ -1,0 +1,469 @@
+/*
+ * pack_write.c - copying a planned pack: the scout file first, then every
+ * (layer, expert) blob through the smoe_writer API.
+ *
+ * Both outputs are written under temporary names ("<path>.tmp.<pid>"). Only
+ * when everything is written is the scout file renamed into place and the
+ * vault finished (which renames it); should finishing the vault fail, the
+ * new scout file is removed again. Any earlier failure, or an interrupt,
+ * removes both temporary files: a pack never leaves a file that looks
+ * complete.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "error.h"
+#include "fadvise.h"
+#include "io.h"
+#include "pack.h"
+#include "tool.h"
+
+#define COPY_CHUNK (8u << 20)
+/* Read-ahead: keep this many bytes of the reads to come advised to the
+ * kernel (POSIX_FADV_WILLNEED), in pieces of RA_PIECE, so the disk streams
+ * while the copy hashes and writes. */
+#define RA_WINDOW (64ull << 20)
+#define RA_PIECE (4ull << 20)
+
+/* Position in the sequence of source ranges the copy reads, in its order:
+ * the scout tensors, then every blob's slices (layer, expert, component). */
+typedef struct ra_cursor {
+    size_t scout;
+    uint32_t layer, expert, comp;
+    uint64_t done; /* bytes of the current range already advised */
+} ra_cursor;
+
+typedef struct wctx {
+    const pack_source *s;
+    const pack_plan *p;
+    const pack_opts *o;
+    const smoe__io *io;
+    int *fds;              /* one per source file */
+    pack_progress *pg;
+    uint8_t *buf;          /* COPY_CHUNK bytes, or the largest blob */
+    size_t cap;
+    ra_cursor ra;
+    uint64_t ra_issued, ra_consumed;
+    /* the outputs */
+    char *scout_path, *tmp; /* the scout file, and its temporary name */
+    int sfd;                /* tmp, open for writing */
+    int scout_renamed;
+    pack_scout sc;
+    smoe_writer *w;
+} wctx;
+
+/* The range at cursor k: 1 and its place, or 0 past the end. */
+static int ra_range(const wctx *c, const ra_cursor *k, uint32_t *file, uint64_t *off,
+                    uint64_t *len)
+{
+    const pack_plan *p = c->p;
+    if (k->scout < p->n_scout) {
+        const pack_tensor *t = &c->s->tensors[p->scout[k->scout]];
+        *file = t->file;
+        *off = t->offset;
+        *len = t->nbytes;
+        return 1;
+    }
+    for (uint32_t l = k->layer; l < p->layers; l++) {
+        uint32_t id = p->layer_layout[l];
+        if (id == UINT32_MAX)
+            continue;
+        const pack_layout *lay = &p->layouts[id];
+        uint32_t e = l == k->layer ? k->expert : 0, comp = l == k->layer ? k->comp : 0;
+        if (e >= p->experts)
+            continue;
+        const pack_slice *sl = &p->slices[p->layer_slice0[l] + (size_t)e * lay->n + comp];
+        *file = sl->file;
+        *off = sl->offset;
+        *len = sl->nbytes;
+        return 1;
+    }
+    return 0;
+}
+
+static void ra_next(const wctx *c, ra_cursor *k)
+{
+    const pack_plan *p = c->p;
+    k->done = 0;
+    if (k->scout < p->n_scout) {
+        k->scout++;
+        return;
+    }
+    /* Move to the layer ra_range found, then one component on. */
+    while (k->layer < p->layers && p->layer_layout[k->layer] == UINT32_MAX)
+        k->layer++, k->expert = 0, k->comp = 0;
+    if (k->layer >= p->layers)
+        return;
+    if (++k->comp == p->layouts[p->layer_layout[k->layer]].n) {
+        k->comp = 0;
+        if (++k->expert == p->experts) {
+            k->expert = 0;
+            k->layer++;
+        }
+    }
+}
+
+static void read_ahead(wctx *c)
+{
+    while (c->ra_issued < c->ra_consumed + RA_WINDOW) {
+        uint32_t f;
+        uint64_t off, len;
+        if (!ra_range(c, &c->ra, &f, &off, &len))
+            return;
+        uint64_t piece = len - c->ra.done < RA_PIECE ? len - c->ra.done : RA_PIECE;
+        if (piece)
+            tool_advise_willneed(c->fds[f], off + c->ra.done, piece);
+        c->ra.done += piece;
+        c->ra_issued += piece;
+        if (c->ra.done == len)
+            ra_next(c, &c->ra);
+    }
+}
+
+static int stopped(const wctx *c)
+{
+    if (c->o->stop && *c->o->stop)
+        return smoe__fail(SMOE_ESHUTDOWN, "interrupted; no output was written");
+    return 0;
+}
+
+static int read_src(wctx *c, uint32_t file, void *buf, size_t n, uint64_t off,
+                    const char *tensor)
+{
+    int err = 0;
+    read_ahead(c);
+    c->ra_consumed += n;
+    int rc = smoe__io_read_full(c->io, c->fds[file], buf, n, off, NULL, &err);
+    if (rc == SMOE_ETRUNC)
+        return smoe__fail(rc, "%s: tensor '%s': the file ends inside its bytes (it shrank "
+                          "while packing?)", c->s->files[file].path, tensor);
+    if (rc < 0)
+        return smoe__fail(rc, "%s: tensor '%s': read failed: %s", c->s->files[file].path,
+                          tensor, strerror(err));
+    return 0;
+}
+
+static int write_out(const wctx *c, int fd, const char *path, const void *buf, size_t n,
+                     uint64_t off)
+{
+    int err = 0;
+    if (smoe__io_write_full(c->io, fd, buf, n, off, &err) < 0)
+        return smoe__fail(SMOE_EIO, "%s: write of %zu bytes at %" PRIu64 " failed: %s", path,
+                          n, off, strerror(err));
+    return 0;
+}
+
+/* Write the scout file's data, then its index and header, into fd. */
+static int write_scout(wctx *c, pack_scout *sc, int fd, const char *tmp)
+{
+    static const uint8_t zeros[PACK_SCOUT_ALIGN];
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < c->p->n_scout && rc == 0; i++) {
+        const pack_tensor *t = &c->s->tensors[c->p->scout[i]];
+        pack_scout_entry *e = &sc->e[i];
+        XXH3_64bits_reset(st);
+        for (uint64_t done = 0; done < t->nbytes && rc == 0;) {
+            size_t k = t->nbytes - done < c->cap ? (size_t)(t->nbytes - done) : c->cap;
+            if ((rc = stopped(c)) < 0 ||
+                (rc = read_src(c, t->file, c->buf, k, t->offset + done, t->name)) < 0 ||
+                (rc = write_out(c, fd, tmp, c->buf, k, e->offset + done)) < 0)
+                break;
+            XXH3_64bits_update(st, c->buf, k);
+            pack_progress_add(c->pg, k);
+            done += k;
+        }
+        uint64_t pad = (PACK_SCOUT_ALIGN - e->nbytes % PACK_SCOUT_ALIGN) % PACK_SCOUT_ALIGN;
+        if (rc == 0 && pad)
+            rc = write_out(c, fd, tmp, zeros, (size_t)pad, e->offset + e->nbytes);
+        e->hash = XXH3_64bits_digest(st);
+    }
+    XXH3_freeState(st);
+    if (rc < 0)
+        return rc;
+    uint8_t *head;
+    size_t hlen;
+    if ((rc = pack_scout_encode(sc, &head, &hlen)) < 0)
+        return rc;
+    rc = write_out(c, fd, tmp, head, hlen, 0);
+    free(head);
+    /* Zeros between the index and the data (no holes in the file). */
+    for (uint64_t off = hlen; rc == 0 && off < sc->data_offset;) {
+        size_t k = sc->data_offset - off < sizeof zeros ? (size_t)(sc->data_offset - off)
+                                                        : sizeof zeros;
+        rc = write_out(c, fd, tmp, zeros, k, off);
+        off += k;
+    }
+    if (rc == 0 && (rc = c->io->fsync(c->io, fd)) < 0)
+        rc = smoe__fail(SMOE_EIO, "%s: fsync failed: %s", tmp, strerror(-rc));
+    return rc;
+}
+
+/* Distinct dtypes of the weights (not companions) of every layout. */
+static void quant_string(const pack_plan *p, char *out, size_t n)
+{
+    out[0] = 0;
+    size_t used = 0;
+    for (uint32_t l = 0; l < p->n_layouts; l++)
+        for (uint32_t i = 0; i < p->layouts[l].n; i++) {
+            const smoe_component *c = &p->layouts[l].comps[i];
+            if (strchr(c->name, '.'))
+                continue;
+            char one[96];
+            if (c->dtype == SMOE_DTYPE_MLX_PACKED)
+                snprintf(one, sizeof one, "mlx_packed:%" PRIu32 "bit:g%" PRIu32, c->quant_bits,
+                         c->quant_group);
+            else
+                snprintf(one, sizeof one, "%s", smoe_dtype_name(c->dtype));
+            /* Already listed? Compare whole '+'-separated items. */
+            int seen = 0;
+            for (const char *q = out; *q && !seen;) {
+                size_t len = strcspn(q, "+");
+                seen = len == strlen(one) && !strncmp(q, one, len);
+                q += len + (q[len] == '+');
+            }
+            if (!seen && used + strlen(one) + 2 < n)
+                used += (size_t)snprintf(out + used, n - used, "%s%s", used ? "+" : "", one);
+        }
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int set_meta(const wctx *c, smoe_writer *w, const char *scout_path)
+{
+    const pack_meta *m = &c->s->meta;
+    char quant[256], num[32];
+    int rc = 0;
+    if (m->arch)
+        rc = smoe_writer_set_meta(w, "arch", m->arch);
+    if (rc == 0 && m->model)
+        rc = smoe_writer_set_meta(w, "model", m->model);
+    if (rc == 0 && m->top_k) {
+        if (m->top_k > c->p->experts)
+            return smoe__fail(SMOE_EFORMAT, "%s: experts per token (%" PRIu32 ") is more than "
+                              "the experts per layer (%" PRIu32 ")", c->s->path, m->top_k,
+                              c->p->experts);
+        snprintf(num, sizeof num, "%" PRIu32, m->top_k);
+        rc = smoe_writer_set_meta(w, "top_k", num);
+    }
+    quant_string(c->p, quant, sizeof quant);
+    if (rc == 0 && quant[0])
+        rc = smoe_writer_set_meta(w, "quant", quant);
+    if (rc == 0)
+        rc = smoe_writer_set_meta(w, "source_format",
+                                  c->s->format == PACK_FMT_GGUF ? "gguf" : "safetensors");
+    if (rc == 0)
+        rc = smoe_writer_set_meta(w, "scout", base_name(scout_path));
+    return rc;
+}
+
+static int write_blobs(wctx *c, smoe_writer *w)
+{
+    const pack_plan *p = c->p;
+    for (uint32_t l = 0; l < p->layers; l++) {
+        uint32_t id = p->layer_layout[l];
+        if (id == UINT32_MAX)
+            continue;
+        const pack_layout *lay = &p->layouts[id];
+        for (uint32_t e = 0; e < p->experts; e++) {
+            int rc = stopped(c);
+            if (rc < 0)
+                return rc;
+            const pack_slice *sl = &p->slices[p->layer_slice0[l] + (size_t)e * lay->n];
+            uint64_t at = 0;
+            for (uint32_t k = 0; k < lay->n; k++) {
+                const smoe_component *comp = &lay->comps[k];
+                if (comp->offset > at) /* alignment gap */
+                    memset(c->buf + at, 0, (size_t)(comp->offset - at));
+                rc = read_src(c, sl[k].file, c->buf + comp->offset, (size_t)sl[k].nbytes,
+                              sl[k].offset, c->s->tensors[sl[k].tensor].name);
+                if (rc < 0)
+                    return rc;
+                at = comp->offset + comp->nbytes;
+            }
+            if ((rc = smoe_writer_add_blob(w, l, e, id, c->buf, lay->extent)) < 0)
+                return rc;
+            pack_progress_add(c->pg, lay->extent);
+        }
+    }
+    return 0;
+}
+
+/* Refuse to write over one of the source files (the rename would replace it). */
+static int check_not_source(const pack_source *s, const char *out)
+{
+    struct stat o, f;
+    if (stat(out, &o) != 0)
+        return 0; /* does not exist yet */
+    for (uint32_t i = 0; i < s->n_files; i++)
+        if (stat(s->files[i].path, &f) == 0 && f.st_dev == o.st_dev && f.st_ino == o.st_ino)
+            return smoe__fail(SMOE_EINVAL, "%s is one of the source files; choose another "
+                              "output name", out);
+    return 0;
+}
+
+/* The scout file's names, and checks that neither output is an input. */
+static int name_outputs(wctx *c)
+{
+    const pack_opts *o = c->o;
+    c->scout_path = o->scout ? strdup(o->scout) : pack_scout_path_for(o->out);
+    size_t tl = c->scout_path ? strlen(c->scout_path) + 32 : 0;
+    c->tmp = c->scout_path ? malloc(tl) : NULL;
+    if (!c->scout_path || !c->tmp)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    snprintf(c->tmp, tl, "%s.tmp.%ld", c->scout_path, (long)getpid());
+    if (!strcmp(c->scout_path, o->out))
+        return smoe__fail(SMOE_EINVAL, "the scout file and the vault are both %s", o->out);
+    int rc = check_not_source(c->s, o->out);
+    return rc < 0 ? rc : check_not_source(c->s, c->scout_path);
+}
+
+/* The copy buffer (a chunk, or the largest blob) and every source file. */
+static int open_sources(wctx *c)
+{
+    const pack_source *s = c->s;
+    c->fds = malloc((s->n_files ? s->n_files : 1) * sizeof *c->fds);
+    if (!c->fds)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < s->n_files; i++)
+        c->fds[i] = -1;
+    c->cap = COPY_CHUNK;
+    for (uint32_t i = 0; i < c->p->n_layouts; i++)
+        if (c->p->layouts[i].extent > c->cap)
+            c->cap = (size_t)c->p->layouts[i].extent;
+    if (!(c->buf = malloc(c->cap)))
+        return smoe__fail(SMOE_ENOMEM, "out of memory (a %zu-byte blob buffer)", c->cap);
+    for (uint32_t i = 0; i < s->n_files; i++) {
+        int fd = c->io->open(c->io, s->files[i].path, SMOE__IO_RDONLY);
+        if (fd < 0)
+            return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", s->files[i].path,
+                              strerror(-fd));
+        c->fds[i] = fd;
+#if defined(POSIX_FADV_SEQUENTIAL)
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: larger read-ahead */
+#endif
+    }
+    return 0;
+}
+
+/* The vault's writer with the plan's layouts (their ids the plan's
+ * indices) and metadata. */
+static int open_vault(wctx *c)
+{
+    const pack_plan *p = c->p;
+    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
+    wo.layers = p->layers;
+    wo.experts = p->experts;
+    wo.component_align = p->component_align;
+    int rc = smoe_writer_open(c->o->out, &wo, &c->w);
+    for (uint32_t i = 0; i < p->n_layouts && rc >= 0; i++) {
+        uint32_t id;
+        if ((rc = smoe_writer_add_layout(c->w, p->layouts[i].comps, p->layouts[i].n, &id)) < 0)
+            return rc;
+        if (id != i) /* blobs name layouts by the plan's index */
+            return smoe__fail(SMOE_EINVAL, "%s: layout %" PRIu32 " was given id %" PRIu32,
+                              c->o->out, i, id);
+    }
+    return rc < 0 ? rc : set_meta(c, c->w, c->scout_path);
+}
+
+/* Both outputs into place: the scout file renamed, then the vault finished
+ * (renamed by the writer); should that fail, the new scout file goes. */
+static int finish_outputs(wctx *c)
+{
+    int rc = c->io->close(c->io, c->sfd);
+    c->sfd = -1;
+    if (rc < 0)
+        return smoe__fail(SMOE_EIO, "%s: close failed: %s", c->tmp, strerror(-rc));
+    if ((rc = c->io->rename(c->io, c->tmp, c->scout_path)) < 0)
+        return smoe__fail(SMOE_ESYS, "renaming %s to %s failed: %s", c->tmp, c->scout_path,
+                          strerror(-rc));
+    c->scout_renamed = 1;
+    rc = smoe_writer_finish(c->w); /* frees w, success or not */
+    c->w = NULL;
+    if (rc < 0)
+        c->io->unlink(c->io, c->scout_path);
+    return rc;
+}
+
+/* Every step in order; the caller cleans up. */
+static int write_all(wctx *c)
+{
+    int rc;
+    if ((rc = name_outputs(c)) < 0 || (rc = open_sources(c)) < 0 ||
+        (rc = pack_scout_layout(&c->sc, c->s, c->p->scout, c->p->n_scout)) < 0)
+        return rc;
+    c->pg = pack_progress_new(c->p->scout_bytes + c->p->expert_bytes, c->o->progress);
+    if (!c->pg)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    if ((rc = open_vault(c)) < 0)
+        return rc;
+    c->sfd = c->io->open(c->io, c->tmp, SMOE__IO_WRONLY);
+    if (c->sfd < 0)
+        return smoe__fail(SMOE_ESYS, "%s: cannot create: %s", c->tmp, strerror(-c->sfd));
+    if ((rc = write_scout(c, &c->sc, c->sfd, c->tmp)) < 0 || (rc = write_blobs(c, c->w)) < 0)
+        return rc;
+    return finish_outputs(c);
+}
+
+static void cleanup(wctx *c, int rc)
+{
+    pack_progress_end(c->pg, rc == 0);
+    if (c->w)
+        smoe_writer_abort(c->w);
+    if (c->sfd >= 0)
+        c->io->close(c->io, c->sfd);
+    if (rc < 0 && !c->scout_renamed && c->tmp)
+        c->io->unlink(c->io, c->tmp);
+    for (uint32_t i = 0; c->fds && i < c->s->n_files; i++)
+        if (c->fds[i] >= 0)
+            c->io->close(c->io, c->fds[i]);
+    free(c->fds);
+    free(c->buf);
+    free(c->tmp);
+    free(c->scout_path);
+    pack_scout_free(&c->sc);
+}
+
+int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pack_result *r)
+{
+    wctx c;
+    memset(&c, 0, sizeof c);
+    c.s = s;
+    c.p = p;
+    c.o = o;
+    c.io = smoe__io_get();
+    c.sfd = -1;
+    uint64_t t0 = tool_now_ns();
+    memset(r, 0, sizeof *r);
+    int rc = write_all(&c);
+    if (rc == 0) {
+        r->layers = p->layers;
+        r->experts = p->experts;
+        r->entries = p->entries;
+        r->layouts = p->n_layouts;
+        r->n_scout = p->n_scout;
+        r->scout_bytes = c.sc.file_size;
+        r->source_bytes = p->scout_bytes + p->expert_bytes;
+        struct stat st;
+        if (stat(o->out, &st) == 0)
+            r->vault_bytes = (uint64_t)st.st_size;
+    }
+    cleanup(&c, rc);
+    r->ns = tool_now_ns() - t0;
+    return rc;
+}
