@@ -231,10 +231,10 @@ static void item09_block_device_vault(void **state)
             bad++;
             continue;
         }
-        uint64_t n = tu_blob_size(f->seed, l, e, f->min_bytes, f->max_bytes);
+        uint64_t n = synth_blob_size(f->seed, l, e, f->min_bytes, f->max_bytes);
         unsigned char *want = malloc(n);
         assert_non_null(want);
-        tu_blob_fill(want, n, f->seed, l, e);
+        synth_blob_fill(want, n, f->seed, l, e);
         bad += b.size != n || memcmp(b.data, want, n) != 0;
         free(want);
         assert_int_equal(smoe_release(s, &b), 0);
@@ -334,10 +334,10 @@ static void item11_replaced_vault_refused(void **state)
                     sums++;
                 if (c < 0)
                     continue;
-                uint64_t n = tu_blob_size(f->seed, k / 3, k % 3, 1000, 40000);
+                uint64_t n = synth_blob_size(f->seed, k / 3, k % 3, 1000, 40000);
                 unsigned char *want = malloc(n);
                 assert_non_null(want);
-                tu_blob_fill(want, n, f->seed, k / 3, k % 3);
+                synth_blob_fill(want, n, f->seed, k / 3, k % 3);
                 foreign += b.size != n || memcmp(b.data, want, n) != 0;
                 free(want);
                 smoe_release(s, &b);

@@ -59,12 +59,12 @@ static smoe_stream *open_stream(const tu_fx *f, uint32_t chunk, int verify, unsi
 /* 1 if the blob holds exactly what the test vault wrote for it. */
 static int blob_ok(const tu_fx *f, const smoe_blob *b)
 {
-    uint64_t n = tu_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
+    uint64_t n = synth_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
     if (b->size != n)
         return 0;
     unsigned char *want = malloc(n);
     assert_non_null(want);
-    tu_blob_fill(want, n, f->seed, b->layer, b->expert);
+    synth_blob_fill(want, n, f->seed, b->layer, b->expert);
     int ok = memcmp(b->data, want, n) == 0;
     free(want);
     return ok;
