@@ -2,8 +2,7 @@
  * buft.c - the host buffer type the expert tensors are placed in.
  *
  * A buffer is reserved address space (MAP_NORESERVE, no memory until a
- * page is written), page aligned, with every tensor start aligned to 16
- * KiB so that page-aligned expert slices stay page aligned. set_tensor
+ * page is written), with every tensor start aligned to 2 MiB. set_tensor
  * drops the loader's bytes: the experts live in the vault, and stage.c
  * copies in the ones the router picks. init_tensor records each tensor, so
  * that attach can find every expert tensor of every layer.
@@ -18,7 +17,9 @@
 
 #include "internal.h"
 
-#define SL_ALIGN 16384u
+/* Tensor starts: 2 MiB, so that staging can use transparent huge pages
+ * (address space only: the buffer is reserved, not allocated). */
+#define SL_ALIGN (2u << 20)
 /* Readable bytes past the end: backends may read a little past the last
  * row they use (up to 512 bytes under GPU op offload). */
 #define SL_TAIL 65536u
@@ -84,6 +85,7 @@ static enum ggml_status buf_init_tensor(ggml_backend_buffer_t b, struct ggml_ten
     memset(x, 0, sizeof *x);
     snprintf(x->name, sizeof x->name, "%s", t->name);
     x->base = t->data;
+    x->tensor = t;
     x->type = t->type;
     memcpy(x->ne, t->ne, sizeof x->ne);
     /* The expert dimension is the outermost one: ne[2] of a weight, ne[1]
@@ -159,9 +161,19 @@ static ggml_backend_buffer_t buft_alloc(ggml_backend_buffer_type_t bt, size_t si
     if (!sb)
         return NULL;
     sb->h = h;
-    sb->len = (size + SL_TAIL + SL_ALIGN - 1) / SL_ALIGN * SL_ALIGN;
+    /* Reserve SL_ALIGN more and start at an aligned address. */
+    sb->len = (size + SL_TAIL + SL_ALIGN - 1) / SL_ALIGN * SL_ALIGN + SL_ALIGN;
     sb->base = mmap(NULL, sb->len, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sb->base != MAP_FAILED) {
+        uintptr_t a = ((uintptr_t)sb->base + SL_ALIGN - 1) & ~(uintptr_t)(SL_ALIGN - 1);
+        size_t head = (size_t)(a - (uintptr_t)sb->base);
+        if (head)
+            munmap(sb->base, head);
+        munmap((void *)(a + sb->len - SL_ALIGN), SL_ALIGN - head);
+        sb->base = (void *)a;
+        sb->len -= SL_ALIGN;
+    }
     if (sb->base == MAP_FAILED) {
         sl_fail(h, SMOE_ENOMEM, "cannot reserve %zu bytes of address space for expert "
                 "tensors: %s", sb->len, strerror(errno));

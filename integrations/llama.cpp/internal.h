@@ -19,7 +19,8 @@ enum { SL_GATE, SL_UP, SL_DOWN, SL_GATE_UP, SL_BASE_KINDS };
 /* One expert tensor: a stack of n_expert slices in the reserved range. */
 typedef struct sl_tensor {
     char name[GGML_MAX_NAME];
-    uint8_t *base;            /* tensor data (reserved range) */
+    struct ggml_tensor *tensor;
+    uint8_t *base;            /* tensor data: the kind's staging region after attach */
     const uint8_t *loaded;    /* where the loader's bytes were (mmap), or NULL */
     uint64_t slice;           /* bytes of one expert */
     uint32_t n_expert;

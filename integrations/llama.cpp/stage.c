@@ -17,8 +17,8 @@
  * abort callback stops llama_decode(), which returns non-zero; the layer's
  * matmuls never run on missing bytes.
  *
- * Every layer's tensor of one kind (gate, up, down...) is mapped onto the
- * same staging pages (attach.c), so the copies of one layer overwrite the
+ * Every layer's tensor of one kind (gate, up, down...) points at the same
+ * staging region (attach.c), so the copies of one layer overwrite the
  * previous layer's: the experts take one layer's worth of memory besides
  * the ring, and the pages stay populated (no page faults per copy). This
  * relies on llama.cpp computing the layers in order: layer N's matmuls are

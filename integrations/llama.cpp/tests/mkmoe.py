@@ -39,12 +39,10 @@ ARCHS = {
 
 
 # Raw random blocks for the benchmark's large models: valid blocks of the
-# type, made without quantizing (fast). (block bytes, elements, header)
-RAW = {
-    "Q8_0": (34, 32, np.frombuffer(np.float16(0.01).tobytes(), np.uint8)),
-    "Q4_K": (144, 256, np.frombuffer(np.array([0.0005, 0.0005], np.float16).tobytes(), np.uint8)),
-    "MXFP4": (17, 32, np.array([127 - 7], np.uint8)),
-}
+# type, made without quantizing (fast), with zero-mean weights (so that the
+# hidden state, and with it the routing, varies from token to token):
+# (block bytes, elements). The header (scales) is set in Writer._data.
+RAW = {"Q8_0": (34, 32), "Q4_K": (144, 256), "MXFP4": (17, 32)}
 QTYPES = {"BF16": QT.BF16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "MXFP4": QT.MXFP4}
 
 
@@ -70,8 +68,10 @@ class Writer:
         else:
             self.w.add_string(k, value)
 
-    def tensor(self, name, ne, qtype="F32", scale=0.05, offset=0.0):
-        """ne: ggml order, innermost first."""
+    def tensor(self, name, ne, qtype="F32", scale=None, offset=0.0):
+        """ne: ggml order, innermost first; scale: standard deviation."""
+        if scale is None:
+            scale = 0.02 if self.raw else 0.05
         self.items.append((name, list(ne), qtype, scale, offset))
 
     def norm(self, name, n):
@@ -80,13 +80,18 @@ class Writer:
     def _data(self, ne, qtype, scale, offset):
         shape = tuple(reversed(ne))
         if self.raw and qtype in RAW:
-            bb, be, head = RAW[qtype]
+            bb, be = RAW[qtype]
             rows = int(np.prod(shape[:-1]))
             blocks = rows * (shape[-1] // be)
             q = self.rng.integers(0, 256, size=(blocks, bb), dtype=np.uint8)
-            q[:, :len(head)] = head
-            if qtype == "Q4_K":
-                q[:, 4:16] &= 0x3F
+            if qtype == "Q8_0":    # int8 values times d: standard deviation ~ scale
+                q[:, 0:2] = np.frombuffer(np.float16(scale / 73.0).tobytes(), np.uint8)
+            elif qtype == "Q4_K":  # every sub-block's min equals its scale, dmin = 7.5 d:
+                d = scale / 40.0   # w = d * sc * (q - 7.5), sc 17 or 1
+                q[:, 0:4] = np.frombuffer(np.array([d, 7.5 * d], np.float16).tobytes(), np.uint8)
+                q[:, 4:16] = 0x11
+            else:                  # MXFP4: E8M0 exponent; E2M1 values have random signs
+                q[:, 0] = 127 + int(np.round(np.log2(scale / 2.5)))
             return q.reshape(shape[:-1] + (shape[-1] // be * bb,))
         data = (self.rng.standard_normal(shape, dtype=np.float32) * scale + offset).astype(np.float32)
         if qtype == "F32":
@@ -183,7 +188,7 @@ def write(kind, path, seed, layers=None, etype=None):
             w.tensor(b + "ffn_up.weight", [E, d["dense_ff"]], dense_t)
             w.tensor(b + "ffn_down.weight", [d["dense_ff"], E], dense_t)
             continue
-        w.tensor(b + "ffn_gate_inp.weight", [E, X], "F32", scale=0.5)
+        w.tensor(b + "ffn_gate_inp.weight", [E, X], "F32", scale=0.1 if big else 0.5)
         w.tensor(b + "ffn_gate_exps.weight", [E, FF, X], etype)
         w.tensor(b + "ffn_up_exps.weight", [E, FF, X], etype)
         w.tensor(b + "ffn_down_exps.weight", [FF, E, X], etype)
