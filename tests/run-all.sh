@@ -105,6 +105,9 @@ if want 6; then
     llama_dir=${SMOE_LLAMA_CPP_DIR:-$cache/llama.cpp}
     integrations/llama.cpp/fetch-llama.sh "$llama_dir"
     export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
+    # Paths under the build directory hashed relative to it, so that a
+    # clone elsewhere reuses the cache.
+    export CCACHE_BASEDIR="$PWD/build-llama"
     cmake -S . -B build-llama -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
         -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON -DSMOE_LLAMA_CPP_DIR="$llama_dir"
     cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize

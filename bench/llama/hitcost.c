@@ -1,12 +1,18 @@
 /*
  * hitcost.c - what making one expert slice present costs, per expert:
- * copying it from a ring slot (16 KiB aligned) into its slice of the expert
- * tensor, with the destination's pages given back before each copy (as the
- * integration does between layers: the cost includes the page faults) and
- * kept (a warm destination); against mapping the slot's pages of a
- * memfd-backed ring over the slice (MAP_FIXED), which a ring the library
- * backed with a file descriptor would allow. Each is timed over N rounds
- * cycling through R slots, so the source is not in the CPU cache.
+ *   copy cold   memcpy from a ring slot (16 KiB aligned) into pages given
+ *               back before each copy: the page faults of a fresh page;
+ *   copy warm   the same into populated pages: what the integration pays
+ *               (its staging stays populated);
+ *   move+copy   populated pages moved into place with mremap, filled, and
+ *               moved back (a way to bound memory without faults; measured,
+ *               not used);
+ *   map         mapping the slot's pages of a memfd-backed ring over the
+ *               slice (MAP_FIXED), which a ring the library backed with a
+ *               file descriptor would allow, and map+read with the first
+ *               read of each page (its fault).
+ * Each is timed over N rounds cycling through R slots, so the source is not
+ * in the CPU cache.
  *
  * Build: cc -O2 -o hitcost hitcost.c    Run: hitcost [BYTES...]
  *

@@ -33,7 +33,11 @@
 #                   its hit rate beside the integration's
 #   --modes LIST    comma list of the modes above (default: all four)
 #   --overhead MIB  llama.cpp's own memory in the limit (default 384)
+# Every mode runs with OMP_WAIT_POLICY=passive (smoe-llama sets it itself
+# when streaming): on a shared machine, spinning OpenMP workers of the stock
+# runs would otherwise compete with everything else for the cores.
 set -eu
+export OMP_WAIT_POLICY=passive
 [ $# -ge 2 ] || { sed -n '2,33p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 dir=$2

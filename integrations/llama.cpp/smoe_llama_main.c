@@ -379,7 +379,6 @@ int main(int argc, char **argv)
     if (dr == 0 && a.logits_out &&
         write_logits(a.logits_out, ctx, n_prompt, llama_vocab_n_tokens(vocab)) < 0)
         rc = 1;
-    int pos = n_prompt;
     char piece[256];
     while (dr == 0 && rc == 0 && n_gen < a.n_predict) {
         llama_token tok = llama_sampler_sample(smpl, ctx, -1);
@@ -395,9 +394,7 @@ int main(int argc, char **argv)
         if (n_gen == a.n_predict)
             break;
         struct llama_batch one = llama_batch_get_one(&gen[n_gen - 1], 1);
-        (void)pos;
         dr = llama_decode(ctx, one);
-        pos++;
     }
     double t_end = now_s();
     fputc('\n', stdout);

@@ -27,7 +27,7 @@
  * One handle serves one model and one context at a time; llama_decode()
  * calls for it must not overlap (llama.cpp's own rule for a context).
  * Expert tensors are computed by the CPU backend (llama.cpp's --cpu-moe
- * placement); the dense part may be on any backend.
+ * placement); the dense part may be on another backend (untested).
  *
  * SPDX-License-Identifier: MIT
  */

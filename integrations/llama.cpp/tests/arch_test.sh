@@ -6,7 +6,8 @@
 #    64 greedy tokens are identical, with the ring at 100% of the vault, at
 #    25%, and at top-k slots (one token's experts of one layer);
 #  - at top-k slots the prompt's union of experts is fetched in waves;
-#  - a vault packed from another model with the same shapes is refused;
+#  - a vault packed from another model with the same shapes is refused, and
+#    so is a vault that does not exist, with its name;
 #  - with one blob corrupted and verification on, generation ends with an
 #    error naming that expert: no crash, and the tokens printed before it
 #    are the reference's.
@@ -69,6 +70,12 @@ if run --vault other.smoe > mismatch.out 2> mismatch.err; then
 fi
 grep -q "does not belong to model.gguf" mismatch.err || { cat mismatch.err; fail "mismatch message"; }
 echo "ok $arch: a vault packed from another model is refused: $(tail -n 1 mismatch.err)"
+
+# A vault that is not there.
+if run --vault missing.smoe > missing.out 2> missing.err; then
+    fail "a missing vault was accepted"
+fi
+grep -q "missing.smoe" missing.err || { cat missing.err; fail "no message naming missing.smoe"; }
 
 # A corrupted blob (expert 3 of the last layer's down tensor), verification on.
 last=$(( $(echo "$info" | sed -n 's/^layers *\([0-9]*\)$/\1/p') - 1 ))
