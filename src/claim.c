@@ -205,8 +205,10 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
                 r = p;
                 break;
             }
-            if (p == SMOE_RESIDENT || p == SMOE_QUEUED)
+            if (p == SMOE_RESIDENT || p == SMOE_QUEUED) {
+                smoe__hook(s, SMOE__HOOK_WAIT_ASKED, UINT32_MAX, (uint64_t)p, 0);
                 continue;
+            }
         }
         now = smoe__now_ns();
         if (t0 == 0) {

@@ -45,6 +45,27 @@
 #define SMOE__COUNT(s, field, n) \
     atomic_fetch_add_explicit(&(s)->field, (uint64_t)(n), memory_order_relaxed)
 
+/*
+ * Test seams: a test may install a function that the library calls at
+ * chosen points of the hot path, to pause a thread there or to run code
+ * between two of its steps, which makes races deterministic
+ * (tests/test_harden_protocol.c). Outside tests the pointer is NULL: each
+ * point costs a relaxed load and a branch that is never taken. a and b
+ * depend on the point.
+ */
+enum {
+    SMOE__HOOK_CHUNK_CAS = 1,  /* worker, before its CAS on chunk_next: a = chunk_next
+                                * seen, b = the chunk bytes it would read */
+    SMOE__HOOK_CHUNK_READ,     /* worker, chunk taken, before the read: a = offset in
+                                * the blob, b = length */
+    SMOE__HOOK_REQUEST_DONE,   /* worker, after a token was handled */
+    SMOE__HOOK_WAIT_ASKED      /* smoe_claim_wait, its demand prefetch returned
+                                * SMOE_RESIDENT or SMOE_QUEUED: a = that status */
+};
+struct smoe_stream;
+typedef void (*smoe__hook_fn)(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                              uint64_t b);
+
 typedef struct smoe__worker {
     struct smoe_stream *s;
     pthread_t thread;
@@ -126,7 +147,21 @@ struct smoe_stream {
     smoe__budget budget;
     alignas(64) smoe__freq freq;
     smoe__prewarm prewarm;
+
+    /* Test seam (smoe__hook below): NULL except in tests. */
+    _Atomic(smoe__hook_fn) hook;
 };
+
+/* Call the test seam at `point`, if one is installed. */
+static inline void smoe__hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                              uint64_t b)
+{
+    /* relaxed: a test installs the function before the calls it wants to
+     * catch; the function synchronises through its own atomics */
+    smoe__hook_fn f = atomic_load_explicit(&s->hook, memory_order_relaxed);
+    if (f)
+        f(s, point, slot, a, b);
+}
 
 /* ring.c */
 int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock);

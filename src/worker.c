@@ -157,12 +157,14 @@ static void run_request(smoe__worker *wk, smoe__req rq)
         n = chunk ? smoe__chunks(e->padded, chunk) : 0;
         if ((c >> 32) != rq.gen || (uint32_t)c >= n)
             return; /* every chunk of this load is taken */
+        smoe__hook(s, SMOE__HOOK_CHUNK_CAS, rq.slot, c, chunk);
         /* acquire: as the load above */
     } while (!atomic_compare_exchange_weak_explicit(&s->ring.chunk_next[rq.slot], &c, c + 1,
                                                     memory_order_acquire,
                                                     memory_order_acquire));
     const uint64_t off = (uint64_t)(uint32_t)c * chunk;
     const uint64_t len = e->padded - off < chunk ? e->padded - off : chunk;
+    smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     int eno = 0;
     int err = smoe__io_read_full(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
                                  (size_t)len, e->offset + off, &s->stop, &eno);
@@ -209,6 +211,7 @@ static void *worker_main(void *arg)
     while (!atomic_load(&s->stop)) {
         if (pop_request(s, &rq)) {
             run_request(wk, rq);
+            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
             continue;
         }
         atomic_fetch_add(&s->idle, 1);
@@ -216,6 +219,7 @@ static void *worker_main(void *arg)
         if (pop_request(s, &rq)) {
             atomic_fetch_sub(&s->idle, 1);
             run_request(wk, rq);
+            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
             continue;
         }
         if (!atomic_load(&s->stop)) {
