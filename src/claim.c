@@ -3,7 +3,10 @@
  *
  * A claim takes its reference with one CAS on the slot word that also
  * checks the slot's key, generation and state, so no evictor can slip in
- * between "it is READY" and "I hold a reference". claim never issues I/O;
+ * between "it is READY" and "I hold a reference"; the same CAS removes one
+ * demand pin, if the slot has any (every demand prefetch is honoured by one
+ * claim: prefetch.c). A claim that reports a failed read removes one pin
+ * too. claim never issues I/O;
  * claim_wait spins briefly, then parks on the slot word's low 32 bits
  * (futex/ulock) after setting WAITERS, which every publisher clears before
  * waking; shutdown clears it too. No mutex, no condition variable.
@@ -65,11 +68,11 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
             *wait_word = w;
             return SMOE_EAGAIN;
         case SMOE__FAILED: {
-            /* Read the error while DEMAND still pins the slot: no evictor
-             * can re-arm it for another expert meanwhile, so the error is
-             * this load's. relaxed: written before the publishing release
-             * CAS our acquire load of w synchronised with; ordered before
-             * the unpinning CAS below by its release */
+            /* Read the error while a pin holds the slot: no evictor can
+             * re-arm it for another expert meanwhile, so the error is this
+             * load's. relaxed: written before the publishing release CAS
+             * our acquire load of w synchronised with; ordered before the
+             * unpinning CAS below by its release */
             int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
             if (err == 0) {
                 /* a prefetch re-armed the slot for a retry since w was
@@ -79,15 +82,16 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
                 w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
                 continue;
             }
-            /* The error has reached a claimer: a failed demand read stops
-             * pinning its slot, or every failure would hold one slot until
-             * the same expert is asked for again. The CAS is from the word
-             * the error was read under (a moved word: look again).
-             * acq_rel: release orders the read of err before any reuse of
-             * the slot by an evictor; acquire as the load above */
-            if ((w & SMOE__W_DEMAND) &&
+            /* The error has reached a claimer: it honours one demand
+             * prefetch, as a successful claim does, so failures the caller
+             * has asked about do not hold slots until the same expert is
+             * asked for again. The CAS is from the word the error was read
+             * under (a moved word: look again). acq_rel: release orders
+             * the read of err before any reuse of the slot by an evictor;
+             * acquire as the load above */
+            if (smoe__w_pins(w) &&
                 !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w,
-                                                       w & ~SMOE__W_DEMAND,
+                                                       w - SMOE__W_PIN_ONE,
                                                        memory_order_acq_rel,
                                                        memory_order_acquire))
                 continue;
@@ -101,8 +105,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
         }
         if (smoe__w_refs(w) >= SMOE__W_REF_MAX)
             return SMOE_EREFS;
-        nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_DEMAND)) | SMOE__CONSUMED) +
-             SMOE__W_REF_ONE;
+        nw = ((w & ~SMOE__W_STATE_MASK) | SMOE__CONSUMED) + SMOE__W_REF_ONE -
+             (smoe__w_pins(w) ? SMOE__W_PIN_ONE : 0);
         /* acquire: pairs with the worker's release CAS publishing READY, so
          * the blob's bytes are visible to us; failure reloads w */
         if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
@@ -198,8 +202,9 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         /* Not resident: ask for it. A read in flight that is not (or no
          * longer) a demand read: ask, which upgrades it to demand and pins
          * it, so we never wait at speculative priority on a read that an
-         * evictor may cancel. */
-        if (r == SMOE_ENOTRESIDENT || (ws != UINT32_MAX && !(ww & SMOE__W_DEMAND))) {
+         * evictor may cancel. The ask adds one pin, which this call's claim
+         * removes; while the read has a pin nothing asks again. */
+        if (r == SMOE_ENOTRESIDENT || (ws != UINT32_MAX && smoe__w_pins(ww) == 0)) {
             int p = smoe__prefetch_demand(s, layer, key);
             if (p < 0) {
                 r = p;

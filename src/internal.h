@@ -88,8 +88,7 @@ typedef struct smoe__ring {
     _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
     _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
     /* Chunked reads of the load in progress (worker.c): */
-    _Atomic uint64_t *chunk_next; /* nslots: gen << 32 | next chunk to hand out */
-    _Atomic uint32_t *chunk_size; /* nslots: chunk bytes of this load */
+    _Atomic uint64_t *chunk_next; /* nslots: arming, chunk size, next chunk (slot.h) */
     _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
     _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
 } smoe__ring;
@@ -201,15 +200,23 @@ static inline uint32_t smoe__chunks(uint64_t padded, uint32_t chunk)
     return (uint32_t)((padded + chunk - 1) / chunk);
 }
 
+/* Chunk tokens of a demand (or speculative and pre-warm) load of key. */
+static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t key, int demand)
+{
+    return smoe__chunks(s->vault.index[key].padded, demand ? s->chunk : s->spec_chunk);
+}
+
 /* worker.c */
 /*
  * Arm slot v (just CASed to LOADING with generation gen, key key) for a
  * new read and queue one token per chunk on the demand or the speculative
- * queue, waking that many parked workers.
+ * queue, waking that many parked workers. The caller has reserved room
+ * for them (smoe__mpmc_reserve of smoe__load_chunks on that queue).
  */
 void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
                       int demand);
-/* Queue n more tokens for the load in slot v (a demand upgrade). */
+/* Queue n more tokens for the load in slot v (a demand upgrade), in room
+ * the caller has reserved. */
 void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand);
 int smoe__workers_start(struct smoe_stream *s);
 void smoe__workers_join(struct smoe_stream *s);

@@ -72,9 +72,8 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
     r->err = calloc(nslots, sizeof *r->err);
     r->chunk_next = calloc(nslots, sizeof *r->chunk_next);
     r->chunk_left = calloc(nslots, sizeof *r->chunk_left);
-    r->chunk_size = calloc(nslots, sizeof *r->chunk_size);
     r->t_queued = calloc(nslots, sizeof *r->t_queued);
-    if (!r->word || !r->tick || !r->err || !r->chunk_next || !r->chunk_left || !r->chunk_size ||
+    if (!r->word || !r->tick || !r->err || !r->chunk_next || !r->chunk_left ||
         !r->t_queued) {
         smoe__ring_free(r);
         return smoe__fail(SMOE_ENOMEM, "ring: out of memory for %u slot words", nslots);
@@ -85,7 +84,6 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         atomic_init(&r->err[i], 0);
         atomic_init(&r->chunk_next[i], 0);
         atomic_init(&r->chunk_left[i], 0);
-        atomic_init(&r->chunk_size[i], 0);
         atomic_init(&r->t_queued[i], 0);
     }
     return 0;
@@ -103,7 +101,6 @@ void smoe__ring_free(smoe__ring *r)
     free(r->err);
     free(r->chunk_next);
     free(r->chunk_left);
-    free(r->chunk_size);
     free(r->t_queued);
     memset(r, 0, sizeof *r);
 }

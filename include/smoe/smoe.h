@@ -313,7 +313,8 @@ enum {
 };
 
 /*
- * Ask for an expert. Never blocks, never reads.
+ * Ask for an expert. Never blocks (it never waits for a worker, for room
+ * in a queue or for another thread), never reads.
  * @return SMOE_QUEUED: a read was queued (a slot was reserved, evicting the
  *           least recently used idle slot if no slot was empty);
  *         SMOE_RESIDENT: already READY or retained; its LRU tick is
@@ -321,11 +322,21 @@ enum {
  *         SMOE_INFLIGHT: already loading; a demand request for a queued
  *           speculative read upgrades it to demand priority;
  *         SMOE_SKIPPED: speculative only: dropped because speculation is at
- *           its cap or no slot is evictable (counted in stats);
+ *           its cap, no slot is evictable, or the read queue has no room
+ *           (counted in stats); nothing was changed;
  *         SMOE_EFULL: demand only: every slot is referenced, loading or
- *           awaiting its demand claim; nothing was changed;
+ *           awaiting its demand claims, or the demand read queue has no
+ *           room; nothing was changed;
+ *         SMOE_EREFS: demand only: the expert already has 127 demand
+ *           prefetches awaiting their claims; nothing was changed;
  *         SMOE_ENOENT: no such (layer, expert); SMOE_ESHUTDOWN.
- * A demand-prefetched expert is pinned (never evicted) until it is claimed.
+ * Pins: each successful demand prefetch pins the expert, and each claim
+ * of it (smoe_claim, smoe_claim_wait) that takes a reference or reports its
+ * failed read removes one pin, if it has any. An expert with pins is never
+ * evicted: every demand prefetch is honoured by one claim, also when
+ * several threads prefetch the same expert. A prefetch that is never
+ * claimed keeps its expert pinned (a ring full of such experts returns
+ * SMOE_EFULL).
  * Thread safety: any number of threads at once; lock-free; no allocation.
  */
 SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert,
@@ -359,7 +370,9 @@ typedef struct smoe_blob {
 SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* since 1.0 */
 
 /*
- * Non-blocking claim (never issues I/O).
+ * Non-blocking claim (never issues I/O). A claim that takes a reference, or
+ * reports a failed read, honours one demand prefetch of the expert: it
+ * removes one pin, if the expert has any (see smoe_prefetch).
  * @return SMOE_READY or SMOE_HIT: exactly one reference taken, *blob filled;
  *         SMOE_EAGAIN: still loading; SMOE_ENOTRESIDENT: nobody prefetched
  *         it (or it was evicted); SMOE_EIO, SMOE_ECHECKSUM, SMOE_ETRUNC: its
@@ -373,10 +386,15 @@ SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
 
 /*
  * Claim, waiting up to timeout_ns (UINT64_MAX: no limit). Issues a demand
- * prefetch first when the expert is neither resident nor in flight. Spins
- * briefly, then parks on the slot's word (futex / ulock) until a worker
- * publishes it. @return as smoe_claim(), plus SMOE_ETIMEDOUT and
- * SMOE_EFULL (the demand prefetch found no room).
+ * prefetch first when the expert
+ * is neither resident nor in flight, or is a speculative read nobody has
+ * demand-prefetched (it then waits for that read at demand priority); the
+ * claim that ends the call honours that prefetch, so a call that succeeds
+ * leaves no pin of its own. (A call that fails after its prefetch, e.g. on
+ * its timeout, leaves that one pin: the next claim of the expert removes
+ * it.) Spins briefly, then parks on the slot's word (futex / ulock) until a
+ * worker publishes it. @return as smoe_claim(), plus SMOE_ETIMEDOUT,
+ * SMOE_EFULL (the demand prefetch found no room) and SMOE_EREFS.
  */
 SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
                              uint64_t timeout_ns, smoe_blob *blob); /* since 1.0 */
