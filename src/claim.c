@@ -199,6 +199,17 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         r = claim_once(s, layer, expert, blob, &ws, &ww);
         if (r != SMOE_EAGAIN && r != SMOE_ENOTRESIDENT)
             break;
+        /* Every way round this loop passes here: the timeout runs from the
+         * first attempt that failed. */
+        now = smoe__now_ns();
+        if (t0 == 0) {
+            t0 = now;
+            SMOE__COUNT(s, c_claim_waits, 1);
+        } else if (timeout_ns != UINT64_MAX && now - t0 >= timeout_ns) {
+            r = smoe__fail(SMOE_ETIMEDOUT, "claim_wait: (layer %u, expert %u) not ready "
+                           "after %llu ns", layer, expert, (unsigned long long)timeout_ns);
+            break;
+        }
         /* Not resident: ask for it. A read in flight that is not (or no
          * longer) a demand read: ask, which upgrades it to demand and pins
          * it, so we never wait at speculative priority on a read that an
@@ -214,15 +225,6 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
                 smoe__hook(s, SMOE__HOOK_WAIT_ASKED, UINT32_MAX, (uint64_t)p, 0);
                 continue;
             }
-        }
-        now = smoe__now_ns();
-        if (t0 == 0) {
-            t0 = now;
-            SMOE__COUNT(s, c_claim_waits, 1);
-        } else if (timeout_ns != UINT64_MAX && now - t0 >= timeout_ns) {
-            r = smoe__fail(SMOE_ETIMEDOUT, "claim_wait: (layer %u, expert %u) not ready "
-                           "after %llu ns", layer, expert, (unsigned long long)timeout_ns);
-            break;
         }
         if (spins < SMOE__CLAIM_SPINS) {
             smoe__cpu_relax();

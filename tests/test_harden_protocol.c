@@ -1,6 +1,6 @@
 /*
- * Description: the slot protocol and hot-path defects of issue 14, each
- * made deterministic and checked through the public API:
+ * Description: the slot protocol and hot-path defects of issue 14, items 1
+ * to 7, each made deterministic and checked through the public API:
  *
  *  item01  a worker stalled between reading chunk_next and its CAS, while
  *          the load fails and a demand retry re-arms it with another chunk
@@ -15,6 +15,7 @@
  *          prefetches of an expert keep it pinned until both claimed it,
  *          a claim_wait's own prefetch is balanced by its claim, and a
  *          failed read's pins end one per claim that reports the error.
+ *  item04  smoe_claim_wait checks its timeout on every way round its loop.
  *
  * The races use the library's test seam (smoe__hook, src/internal.h) to
  * pause a worker at a chosen point or to run code between two steps.
@@ -554,6 +555,69 @@ static void item03_failed_read_pins_end_per_claim(void **state)
     tu_fx_free(f);
 }
 
+/* ---- item 4 ------------------------------------------------------------ */
+
+static struct {
+    smoe_stream *s;
+    const tu_fx *f;
+    uint64_t sleep_ns;
+    int nested, calls, max_calls;
+} h4;
+
+/* After claim_wait's own prefetch of K returned: let time pass, then take
+ * K's pin by a claim and evict it (1-slot ring), so the waiter finds it
+ * gone and goes round again. */
+static void item04_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                        uint64_t b)
+{
+    (void)slot;
+    (void)a;
+    (void)b;
+    if (point != SMOE__HOOK_WAIT_ASKED || h4.nested || h4.calls >= h4.max_calls)
+        return;
+    h4.nested = 1;
+    h4.calls++;
+    struct timespec ts = {0, (long)h4.sleep_ns};
+    nanosleep(&ts, NULL);
+    claim_ok(s, h4.f, 0, 0);
+    claim_ok(s, h4.f, 0, 1);
+    h4.nested = 0;
+}
+
+static void item04_claim_wait_timeout_every_path(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 17);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 1;
+    smoe_stream *s = open_with(f, &o);
+    const uint64_t timeout = 20 * MS;
+    memset(&h4, 0, sizeof h4);
+    h4.s = s;
+    h4.f = f;
+    h4.sleep_ns = 30 * MS;
+    h4.max_calls = 4;
+    atomic_store(&s->hook, item04_hook);
+    smoe_blob b;
+    uint64_t t0 = tu_now_ns();
+    int r = smoe_claim_wait(s, 0, 0, timeout, &b);
+    uint64_t dt = tu_now_ns() - t0;
+    atomic_store(&s->hook, NULL);
+    print_message("item04: claim_wait with a %.0f ms timeout, evicted behind it %d times "
+                  "(%.0f ms each): %s after %.0f ms\n", (double)timeout / 1e6, h4.calls,
+                  (double)h4.sleep_ns / 1e6, cl_name(r), (double)dt / 1e6);
+    if (r >= 0)
+        smoe_release(s, &b);
+    if (r != SMOE_ETIMEDOUT)
+        fail_msg("claim_wait with a %.0f ms timeout ran %.0f ms and returned %s",
+                 (double)timeout / 1e6, (double)dt / 1e6, cl_name(r));
+    /* it gave up after the first round that overran the timeout */
+    assert_int_equal(h4.calls, 1);
+    assert_int_equal(smoe_close(s), 0);
+    tu_fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +628,7 @@ int main(void)
         cmocka_unit_test(item03_two_demand_prefetches_two_pins),
         cmocka_unit_test(item03_claim_wait_ask_is_balanced),
         cmocka_unit_test(item03_failed_read_pins_end_per_claim),
+        cmocka_unit_test(item04_claim_wait_timeout_every_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -385,8 +385,8 @@ SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
                         smoe_blob *blob);                       /* since 1.0 */
 
 /*
- * Claim, waiting up to timeout_ns (UINT64_MAX: no limit). Issues a demand
- * prefetch first when the expert
+ * Claim, waiting up to timeout_ns (UINT64_MAX: no limit), counted from the
+ * first attempt that fails. Issues a demand prefetch first when the expert
  * is neither resident nor in flight, or is a speculative read nobody has
  * demand-prefetched (it then waits for that read at demand priority); the
  * claim that ends the call honours that prefetch, so a call that succeeds
