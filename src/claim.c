@@ -6,7 +6,8 @@
  * between "it is READY" and "I hold a reference"; the same CAS removes one
  * demand pin, if the slot has any (every demand prefetch is honoured by one
  * claim: prefetch.c). A claim that reports a failed read removes one pin
- * too. claim never issues I/O;
+ * too. The descriptor records the stream and its own address, so release
+ * refuses a descriptor of another stream or a copy. claim never issues I/O;
  * claim_wait spins briefly, then parks on the slot word's low 32 bits
  * (futex/ulock) after setting WAITERS, which every publisher clears before
  * waking; shutdown clears it too. No mutex, no condition variable.
@@ -124,6 +125,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     blob->slot = v;
     blob->gen = gen;
     blob->held = 1;
+    blob->reserved_[0] = s->id;                       /* which stream */
+    blob->reserved_[1] = (uint64_t)(uintptr_t)blob;   /* which descriptor */
     smoe__touch(s, v);
     smoe__freq_hit(&s->freq, key);
     SMOE__COUNT(s, c_claims, 1);
@@ -248,6 +251,15 @@ SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob)
     if (!blob->held || blob->slot >= s->ring.nslots)
         return smoe__fail(SMOE_EINVAL, "release: the descriptor holds no reference "
                           "(released already, or never claimed)");
+    if (blob->reserved_[0] != s->id)
+        return smoe__fail(SMOE_EINVAL, "release: the descriptor of (layer %u, expert %u) was "
+                          "claimed on another stream; release it on the stream that claimed "
+                          "it", blob->layer, blob->expert);
+    if (blob->reserved_[1] != (uint64_t)(uintptr_t)blob)
+        return smoe__fail(SMOE_EINVAL, "release: the descriptor at %p of (layer %u, expert "
+                          "%u) is a copy (or was moved) of the one the claim filled at %p; "
+                          "release that one", (void *)blob, blob->layer, blob->expert,
+                          (void *)(uintptr_t)blob->reserved_[1]);
     const uint32_t v = blob->slot;
     const uint32_t key = blob->layer * s->vault.experts + blob->expert;
     /* relaxed: the CAS below re-checks; the release CAS is what orders */

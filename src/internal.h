@@ -103,6 +103,8 @@ struct smoe_stream {
     smoe__worker *workers;
     smoe__trace_rec *trace;
 
+    uint64_t id;             /* unique in the process: claims record it (claim.c) */
+
     /* resolved options */
     uint32_t nworkers;
     uint32_t flags;

@@ -158,6 +158,9 @@ static int open_fds(struct smoe_stream *s)
     return 0;
 }
 
+/* Stream identities for descriptors (claim.c): never reused in a process. */
+static _Atomic uint64_t stream_ids;
+
 static void stream_free(struct smoe_stream *s)
 {
     smoe__prewarm_stop(s); /* before the workers: it feeds their queues */
@@ -192,6 +195,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     struct smoe_stream *s = calloc(1, sizeof *s);
     if (!s)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+    /* relaxed: only a number no other stream of this process has */
+    s->id = atomic_fetch_add_explicit(&stream_ids, 1, memory_order_relaxed) + 1;
     s->io = smoe__io_get();
     s->flags = o.flags;
     s->log_fn = o.log_fn;

@@ -16,6 +16,9 @@
  *          a claim_wait's own prefetch is balanced by its claim, and a
  *          failed read's pins end one per claim that reports the error.
  *  item04  smoe_claim_wait checks its timeout on every way round its loop.
+ *  item06  a blob released on another stream is refused (SMOE_EINVAL).
+ *  item07  a copy of a descriptor is refused by release (SMOE_EINVAL), so
+ *          it cannot take another holder's reference.
  *
  * The races use the library's test seam (smoe__hook, src/internal.h) to
  * pause a worker at a chosen point or to run code between two steps.
@@ -618,6 +621,95 @@ static void item04_claim_wait_timeout_every_path(void **state)
     tu_fx_free(f);
 }
 
+/* ---- items 6 and 7 ------------------------------------------------------ */
+
+/* Two streams on one vault each claim (0, 5): slot, generation and key
+ * coincide. Releasing a's blob on b is refused; both owners release. */
+static void item06_release_on_other_stream_refused(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 6, 20000, 20000, 19);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 2;
+    smoe_stream *a = open_with(f, &o);
+    smoe_open_opts o2 = SMOE_OPEN_OPTS_INIT;
+    o2.workers = 1;
+    o2.ring_slots = 2;
+    smoe_stream *b = open_with(f, &o2);
+    smoe_blob ba, bb;
+    assert_true(smoe_claim_wait(a, 0, 5, bound_ns(), &ba) >= 0);
+    assert_true(smoe_claim_wait(b, 0, 5, bound_ns(), &bb) >= 0);
+    assert_int_equal(ba.slot, bb.slot);
+    assert_int_equal(ba.gen, bb.gen);
+    int r = smoe_release(b, &ba);
+    print_message("item06: release of stream a's blob on stream b: %s (%s)\n",
+                  smoe_err_name(r), r < 0 ? smoe_last_error() : "accepted");
+    int owner = r == 0 ? smoe_release(a, &ba) : 0;
+    int closed = r == 0 ? smoe_close(a) : 0;
+    if (r != SMOE_EINVAL)
+        fail_msg("release on another stream returned %s; the owner's release then %s, "
+                 "smoe_close(a) %s", smoe_err_name(r), smoe_err_name(owner),
+                 smoe_err_name(closed));
+    tu_expect_contains(smoe_last_error(), "another stream");
+    assert_int_equal(ba.held, 1); /* still the owner's */
+    assert_int_equal(smoe_release(a, &ba), 0);
+    assert_int_equal(smoe_release(b, &bb), 0);
+    assert_int_equal(smoe_close(a), 0);
+    assert_int_equal(smoe_close(b), 0);
+    tu_fx_free(f);
+}
+
+/*
+ * Holders 1 and 2 claim one expert (2 references). Holder 1 releases its
+ * descriptor and then a copy of it: the copy's release is refused, so
+ * holder 2 keeps its reference and its bytes through churn that evicts
+ * every idle slot. A descriptor moved to another address is refused too.
+ */
+static void item07_release_of_copy_refused(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 4, 20000, 20000, 20);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 2;
+    smoe_stream *s = open_with(f, &o);
+    smoe_blob h1b, h2b;
+    assert_true(smoe_claim_wait(s, 0, 0, bound_ns(), &h1b) >= 0);
+    assert_true(smoe_claim_wait(s, 0, 0, bound_ns(), &h2b) >= 0);
+    smoe_blob copy = h1b;
+    assert_int_equal(smoe_release(s, &h1b), 0);
+    int r = smoe_release(s, &copy);
+    const char *msg = r < 0 ? smoe_last_error() : "accepted";
+    print_message("item07: release of a copy of a released descriptor: %s (%s)\n",
+                  smoe_err_name(r), msg);
+    if (r == SMOE_EINVAL)
+        tu_expect_contains(msg, "copy");
+    /* churn: every idle slot is reused */
+    for (int i = 0; i < 4; i++) {
+        smoe_blob x;
+        int c = smoe_claim_wait(s, 0, 1 + (uint32_t)i % 3, bound_ns(), &x);
+        if (c >= 0)
+            smoe_release(s, &x);
+    }
+    size_t bad = wrong_bytes(f, &h2b);
+    print_message("item07: holder 2's bytes after churn: %zu wrong\n", bad);
+    if (r != SMOE_EINVAL)
+        fail_msg("the copy's release returned %s and took holder 2's reference: %zu of "
+                 "its bytes were overwritten", smoe_err_name(r), bad);
+    assert_int_equal(bad, 0);
+    /* a descriptor moved elsewhere is a copy too */
+    smoe_blob *moved = malloc(sizeof *moved);
+    assert_non_null(moved);
+    memcpy(moved, &h2b, sizeof h2b);
+    assert_int_equal(smoe_release(s, moved), SMOE_EINVAL);
+    free(moved);
+    assert_int_equal(smoe_release(s, &h2b), 0);
+    assert_int_equal(smoe_release(s, &h2b), SMOE_EINVAL); /* twice */
+    assert_int_equal(smoe_close(s), 0);
+    tu_fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +721,8 @@ int main(void)
         cmocka_unit_test(item03_claim_wait_ask_is_balanced),
         cmocka_unit_test(item03_failed_read_pins_end_per_claim),
         cmocka_unit_test(item04_claim_wait_timeout_every_path),
+        cmocka_unit_test(item06_release_on_other_stream_refused),
+        cmocka_unit_test(item07_release_of_copy_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

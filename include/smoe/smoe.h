@@ -343,8 +343,13 @@ SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert,
                            unsigned flags);                     /* since 1.0 */
 
 /*
- * A claimed blob. Filled by smoe_claim(); pass the same struct to
- * smoe_release(). The data stays valid and unchanged until released.
+ * A claimed blob. Filled by smoe_claim(); pass the same struct, at the same
+ * address, to smoe_release() on the same stream. The data stays valid and
+ * unchanged until released. The descriptor records the stream and its own
+ * address: smoe_release() refuses (SMOE_EINVAL) a descriptor claimed on
+ * another stream, and a copy of a descriptor or one moved to another
+ * address, so that no copy can drop another holder's reference. Copy the
+ * fields you need, not the descriptor.
  */
 typedef struct smoe_blob {
     const void *data;     /* 16 KiB-aligned start of the payload */
@@ -356,7 +361,7 @@ typedef struct smoe_blob {
     uint32_t slot;        /* internal: slot index */
     uint32_t gen;         /* internal: slot generation */
     uint32_t held;        /* internal: nonzero while this descriptor holds a reference */
-    uint64_t reserved_[2];
+    uint64_t reserved_[2]; /* internal: the claiming stream, the descriptor's address */
 } smoe_blob;
 
 /*
@@ -402,7 +407,9 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
 /*
  * Drop the reference *blob holds. The slot keeps its data and identity
  * (retained) until the LRU evicts it. @return 0; SMOE_EINVAL when *blob
- * holds no reference (released already, or never claimed).
+ * holds no reference (released already, or never claimed), was claimed on
+ * another stream, or is not the descriptor the claim filled (a copy, or
+ * moved to another address); nothing is released then.
  * Thread safety: any thread, but not concurrently on the same descriptor.
  */
 SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob);     /* since 1.0 */
