@@ -5,7 +5,12 @@
  * loop take no lock and allocate nothing. Their only system calls are the
  * read itself and futex wake/wait on a parked worker or claimer (plus a
  * sched_yield in the rare race of two prefetches of one expert at the same
- * instant). Everything they touch is allocated in smoe_open.
+ * instant). They also read the clock (smoe__now_ns: clock_gettime with
+ * CLOCK_MONOTONIC, when a load is queued, upgraded or lands, and in
+ * smoe_claim_wait): on Linux the vDSO serves it without entering the
+ * kernel, and on macOS the commpage does; test_harden_protocol's
+ * item05_hot_path_system_calls runs the hot path with the clock's system
+ * call forbidden. Everything they touch is allocated in smoe_open.
  */
 #ifndef SMOE_INTERNAL_H
 #define SMOE_INTERNAL_H

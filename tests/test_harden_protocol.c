@@ -16,6 +16,10 @@
  *          a claim_wait's own prefetch is balanced by its claim, and a
  *          failed read's pins end one per claim that reports the error.
  *  item04  smoe_claim_wait checks its timeout on every way round its loop.
+ *  item05  the hot path's system calls are the documented ones: a child
+ *          process runs prefetch, claim, claim_wait and release under a
+ *          seccomp filter allowing only them (clock_gettime denied: it must
+ *          be served by the vDSO).
  *  item06  a blob released on another stream is refused (SMOE_EINVAL).
  *  item07  a copy of a descriptor is refused by release (SMOE_EINVAL), so
  *          it cannot take another holder's reference.
@@ -621,6 +625,146 @@ static void item04_claim_wait_timeout_every_path(void **state)
     tu_fx_free(f);
 }
 
+/* ---- item 5 ------------------------------------------------------------ */
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SMOE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SMOE_TEST_SANITIZED 1
+#endif
+#endif
+
+#if defined(__x86_64__)
+#define SMOE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#else
+#define SMOE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* What the child reports through a shared page. */
+struct sc_report {
+    _Atomic int sys;  /* the first system call refused, or -1 */
+    _Atomic int done; /* calls made */
+};
+static struct sc_report *g_report;
+
+static void on_sigsys(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    (void)ctx;
+    int none = -1;
+    atomic_compare_exchange_strong(&g_report->sys, &none, si->si_syscall);
+    syscall(SYS_exit_group, 3);
+}
+
+/* Allow the hot path's system calls (src/internal.h) and the child's
+ * exit; trap everything else. clock_gettime is not allowed: the vDSO must
+ * serve it without entering the kernel. */
+static int hot_path_filter(void)
+{
+#define ALLOW(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+                  BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+    struct sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SMOE_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        ALLOW(__NR_pread64),
+        ALLOW(__NR_futex),
+        ALLOW(__NR_sched_yield),
+        ALLOW(__NR_exit_group),
+        ALLOW(__NR_rt_sigreturn),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+    };
+#undef ALLOW
+    struct sock_fprog p = {(unsigned short)(sizeof prog / sizeof *prog), prog};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        return -1;
+    /* every thread: the workers too */
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &p);
+}
+
+/* The child: open (allowed anything), then the hot path under the filter:
+ * demand and speculative prefetches, claims, claim_waits (parking),
+ * releases and evictions over a ring smaller than the vault. */
+static void hot_path_child(const char *path)
+{
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 2;
+    o.ring_slots = 3;
+    o.spec_chunk_bytes = 16384;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    o.eviction = SMOE_EVICT_LRU;
+    smoe_stream *s;
+    if (smoe_open(path, &o, &s) != 0)
+        _exit(4);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSYS, &sa, NULL);
+    usleep(20000); /* let the workers park */
+    if (hot_path_filter() != 0)
+        _exit(5);
+    for (uint32_t i = 0; i < 400; i++) {
+        uint32_t e = (i * 7) % 8;
+        smoe_prefetch(s, 0, (e + 1) % 8, SMOE_PREFETCH_SPECULATIVE);
+        smoe_blob b;
+        int r = (i & 1) ? smoe_claim_wait(s, 0, e, UINT64_MAX, &b) : smoe_claim(s, 0, e, &b);
+        if (r == SMOE_ENOTRESIDENT && smoe_prefetch(s, 0, e, 0) >= 0)
+            r = smoe_claim_wait(s, 0, e, UINT64_MAX, &b);
+        if (r < 0 && r != SMOE_EAGAIN)
+            syscall(SYS_exit_group, 6);
+        if (r == SMOE_EAGAIN) {
+            if (smoe_claim_wait(s, 0, e, UINT64_MAX, &b) < 0)
+                syscall(SYS_exit_group, 7);
+        }
+        if (smoe_release(s, &b) != 0)
+            syscall(SYS_exit_group, 8);
+        atomic_fetch_add(&g_report->done, 1);
+    }
+    syscall(SYS_exit_group, 0);
+}
+#endif
+
+static void item05_hot_path_system_calls(void **state)
+{
+    (void)state;
+#if !defined(__linux__) || !(defined(__x86_64__) || defined(__aarch64__))
+    skip();
+#elif defined(SMOE_TEST_SANITIZED)
+    /* The sanitizer runtimes make system calls of their own. */
+    print_message("item05: not run under a sanitizer (its runtime makes its own system "
+                  "calls)\n");
+    skip();
+#else
+    tu_fx *f = tu_fx_new(1, 8, 20000, 60000, 18);
+    g_report = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(g_report != MAP_FAILED);
+    atomic_store(&g_report->sys, -1);
+    atomic_store(&g_report->done, 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        hot_path_child(f->path);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    int sys = atomic_load(&g_report->sys), done = atomic_load(&g_report->done);
+    print_message("item05: %d prefetch/claim/release rounds under the filter; exit %d; "
+                  "refused system call: %d\n", done,
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st), sys);
+    if (sys >= 0)
+        fail_msg("the hot path made system call %d, not one of pread64, futex, sched_yield "
+                 "(clock_gettime %d must not enter the kernel)", sys, __NR_clock_gettime);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(done, 400);
+    munmap(g_report, 4096);
+    tu_fx_free(f);
+#endif
+}
+
 /* ---- items 6 and 7 ------------------------------------------------------ */
 
 /* Two streams on one vault each claim (0, 5): slot, generation and key
@@ -721,6 +865,7 @@ int main(void)
         cmocka_unit_test(item03_claim_wait_ask_is_balanced),
         cmocka_unit_test(item03_failed_read_pins_end_per_claim),
         cmocka_unit_test(item04_claim_wait_timeout_every_path),
+        cmocka_unit_test(item05_hot_path_system_calls),
         cmocka_unit_test(item06_release_on_other_stream_refused),
         cmocka_unit_test(item07_release_of_copy_refused),
     };
