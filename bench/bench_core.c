@@ -4,8 +4,10 @@
  *  - CPU time used by a stream with N parked workers over a quiet interval;
  *  - wake-up latency: from the smoe_prefetch call to the parked worker's
  *    read starting (an instrumented smoe__io table timestamps the pread);
- *  - claim latency on a hit, claim+release, and prefetch+claim+release
- *    round trips on a retained expert (median over batches).
+ *  - the hot path per call on retained experts: smoe_prefetch, smoe_claim
+ *    and smoe_release each timed over batches of calls (a batch of demand
+ *    prefetches of one expert, as many claims, as many releases), and the
+ *    claim + release and prefetch + claim + release round trips.
  *
  * Usage: bench_core [workers] [seconds-idle]
  */
@@ -110,11 +112,44 @@ int main(int argc, char **argv)
     }
     pct("wake-up (prefetch call -> pread)", wake, WAKES);
 
-    /* Hot-path latencies on retained experts (expert 0..199 are resident). */
-    enum { BATCHES = 200, PER = 1000 };
-    uint64_t *lat = malloc(sizeof *lat * BATCHES);
+    /* Per call, on retained experts (0..199 are resident). A batch is
+     * PER_CALL demand prefetches of one expert (each adds a pin: at most
+     * 127), then as many claims (each takes a reference, at most 255, and
+     * removes a pin), then as many releases. */
+    enum { BATCHES = 2000, PER_CALL = 100 };
+    uint64_t *lp = malloc(sizeof *lp * BATCHES), *lc = malloc(sizeof *lc * BATCHES),
+             *lr = malloc(sizeof *lr * BATCHES);
+    smoe_blob *held = calloc(PER_CALL, sizeof *held);
+    unsigned failed = 0;
+    for (int k = 0; k < BATCHES; k++) {
+        uint32_t e = (uint32_t)k % WAKES;
+        uint64_t ta = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_prefetch(s, 0, e, 0) != SMOE_RESIDENT;
+        uint64_t t1 = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_claim(s, 0, e, &held[j]) != SMOE_HIT;
+        uint64_t t2 = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_release(s, &held[j]) != 0;
+        uint64_t t3 = smoe__now_ns();
+        lp[k] = (t1 - ta) / PER_CALL;
+        lc[k] = (t2 - t1) / PER_CALL;
+        lr[k] = (t3 - t2) / PER_CALL;
+    }
+    if (failed) {
+        fprintf(stderr, "bench_core: %u calls did not return what a hit returns\n", failed);
+        return 1;
+    }
+    pct("prefetch (demand, resident)", lp, BATCHES);
+    pct("claim (hit)", lc, BATCHES);
+    pct("release", lr, BATCHES);
+    free(held);
+
+    /* Round trips on retained experts. */
+    enum { PER = 1000 };
     smoe_blob b;
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 1; kind < 3; kind++) {
         for (int k = 0; k < BATCHES; k++) {
             uint32_t e = (uint32_t)k % WAKES;
             uint64_t t = smoe__now_ns();
@@ -122,25 +157,16 @@ int main(int argc, char **argv)
                 if (kind == 2)
                     smoe_prefetch(s, 0, e, 0);
                 smoe_claim(s, 0, e, &b);
-                if (kind == 0)
-                    b.held = 0; /* time the claim alone; released below */
-                else
-                    smoe_release(s, &b);
+                smoe_release(s, &b);
             }
-            lat[k] = (smoe__now_ns() - t) / PER;
-            if (kind == 0) {
-                /* drop the PER references the claims took */
-                for (int j = 0; j < PER; j++) {
-                    b.held = 1;
-                    smoe_release(s, &b);
-                }
-            }
+            lp[k] = (smoe__now_ns() - t) / PER;
         }
-        pct(kind == 0 ? "claim (hit)" : kind == 1 ? "claim + release (hit)"
-                                                  : "prefetch + claim + release (hit)",
-            lat, BATCHES);
+        pct(kind == 1 ? "claim + release (hit)" : "prefetch + claim + release (hit)", lp,
+            BATCHES);
     }
-    free(lat);
+    free(lp);
+    free(lc);
+    free(lr);
     smoe_get_stats(s, &st);
     printf("worker parks %llu, wakes issued %llu\n", (unsigned long long)st.worker_parks,
            (unsigned long long)st.worker_wakes);
