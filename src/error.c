@@ -1,4 +1,7 @@
-/* error.c - error names, messages and the thread-local detail message. */
+/*
+ * error.c - error names, messages, the thread-local detail message, and
+ * warnings through the user's log callback.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -6,6 +9,7 @@
 
 #include "smoe/smoe.h"
 #include "error.h"
+#include "internal.h"
 
 /* Long enough for a path and a field description. */
 static _Thread_local char last_msg[1024];
@@ -79,4 +83,16 @@ const char *smoe__errno_name(int eno, char buf[16])
 #endif
     snprintf(buf, 16, "errno %d", eno);
     return buf;
+}
+
+void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...)
+{
+    if (!s->log_fn)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->log_fn(s->log_user, level, msg);
 }

@@ -260,11 +260,4 @@ void smoe__workers_notify(struct smoe_stream *s, int n);
 /* Publish a LOADING slot as READY (err 0) or FAILED(err). */
 void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err);
 
-/* Log through the user's callback, if any. */
-void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
 #endif

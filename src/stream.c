@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +23,6 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts)
         const smoe_open_opts d = SMOE_OPEN_OPTS_INIT;
         *opts = d;
     }
-}
-
-void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...)
-{
-    if (!s->log_fn)
-        return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->log_fn(s->log_user, level, msg);
 }
 
 /*
