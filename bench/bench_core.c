@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
 

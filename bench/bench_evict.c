@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
 

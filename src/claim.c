@@ -19,7 +19,7 @@
 
 #include "error.h"
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
 #include "prefetch.h"
 
 /* Pause iterations before parking: a 16 KiB-aligned read takes tens of

@@ -6,17 +6,15 @@
  * that last instant; elsewhere the file has that name from the start. At
  * open, such files of processes that no longer exist are removed.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "freq.h"
+#include "platform/proc.h"
 
 int smoe__freq_dir_of(const char *path, char *dir, size_t cap)
 {
@@ -39,7 +37,7 @@ char *smoe__freq_tmp_name(const char *path)
     size_t len = strlen(path) + 48;
     char *t = smoe__malloc(len);
     if (t)
-        snprintf(t, len, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+        snprintf(t, len, "%s.tmp.%ld.%u", path, smoe__proc_self(), n);
     return t;
 }
 
@@ -87,28 +85,35 @@ static long tmp_pid(const char *name, const char *base, size_t bl)
     return q > r && *q == 0 ? pid : 0;
 }
 
+/* What a sweep looks for, and where. */
+typedef struct sweep {
+    const smoe__io *io;
+    const char *dir, *base;
+    size_t bl;
+    long self;
+} sweep;
+
+static void sweep_entry(void *u, const char *name)
+{
+    const sweep *w = u;
+    long pid = tmp_pid(name, w->base, w->bl);
+    /* Ours may be a save in progress; a process that cannot be told gone
+     * (another user's) may be one too. */
+    if (!pid || pid == w->self || !smoe__proc_gone(pid))
+        return;
+    char full[4096 + 256 + 2];
+    snprintf(full, sizeof full, "%s/%s", w->dir, name);
+    smoe__io_unlink(w->io, full);
+}
+
 void smoe__freq_sweep(const smoe__io *io, const char *path)
 {
     char dir[4096];
     if (smoe__freq_dir_of(path, dir, sizeof dir) < 0)
         return;
     const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t bl = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d)
-        return; /* best effort, as the files it would remove are */
-    long self = (long)getpid();
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        long pid = tmp_pid(e->d_name, base, bl);
-        /* Ours may be a save in progress; kill(pid, 0) failing with
-         * anything but ESRCH (EPERM) means the process is alive. */
-        if (!pid || pid == self || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char full[4096 + 256 + 2];
-        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
-        smoe__io_unlink(io, full);
-    }
-    closedir(d);
+    sweep w = {io, dir, slash ? slash + 1 : path, 0, smoe__proc_self()};
+    w.bl = strlen(w.base);
+    /* best effort, as the files it would remove are */
+    (void)smoe__dir_each(dir, sweep_entry, &w);
 }

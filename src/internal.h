@@ -28,6 +28,7 @@
 #include "freq.h"
 #include "io.h"
 #include "mpmc.h"
+#include "platform/region.h"
 #include "latency.h"
 #include "prewarm.h"
 #include "slot.h"
@@ -109,13 +110,11 @@ typedef struct smoe__fault {
 /* The ring: one region, slot words and LRU ticks in dense arrays so a
  * victim scan reads a few compact cache lines per 8 slots. */
 typedef struct smoe__ring {
-    uint8_t *base;       /* 16 KiB-aligned */
+    uint8_t *base;       /* 16 KiB-aligned: mem.base */
     uint64_t len;        /* nslots * stride */
     uint64_t stride;     /* multiple of 16 KiB */
     uint32_t nslots;
-    void *map_addr;      /* what mmap returned (for munmap) */
-    uint64_t map_len;
-    int locked;
+    smoe__region mem;    /* the mapping (platform/region.h) */
     _Atomic uint64_t *word;  /* nslots: the packed slot words (slot.h) */
     _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
     _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */

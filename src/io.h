@@ -74,7 +74,7 @@ struct smoe__io {
     int (*link)(const smoe__io *io, int fd, const char *path);
 };
 
-/* The table that calls the OS. */
+/* The table that calls the OS (platform/io_posix.c). */
 extern const smoe__io smoe__io_os;
 
 /*

@@ -25,7 +25,7 @@
 
 #include "error.h"
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
 #include "prefetch.h"
 
 static _Atomic uint64_t *map_of(struct smoe_stream *s, uint32_t key)

@@ -38,7 +38,8 @@
 #include "alloc.h"
 #include "error.h"
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
+#include "platform/thread.h"
 #include "prefetch.h"
 #include "prewarm.h"
 
@@ -184,11 +185,7 @@ static void *prewarm_main(void *arg)
 {
     struct smoe_stream *s = arg;
     smoe__prewarm *pw = &s->prewarm;
-#if defined(__APPLE__)
-    pthread_setname_np("smoe-prewarm");
-#elif defined(__linux__)
-    pthread_setname_np(pthread_self(), "smoe-prewarm");
-#endif
+    smoe__thread_name("smoe-prewarm");
     for (;;) {
         uint32_t q = atomic_load(&pw->seq);
         if (stopped(s))

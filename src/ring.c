@@ -1,19 +1,37 @@
 /*
  * ring.c - the ring's memory: one 16 KiB-aligned region holding every
- * slot, faulted in at open so its cost comes there and not mid-token, and
- * the dense arrays of slot words, ticks, errors and their causes.
+ * slot (platform/region.h), faulted in at open so its cost comes there and
+ * not mid-token, and the dense arrays of slot words, ticks, errors and
+ * their causes.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-
-/* Transparent huge page size on x86-64 and arm64 Linux. */
-#define SMOE__HUGE_ALIGN (2u << 20)
 
 #include "alloc.h"
 #include "error.h"
 #include "internal.h"
+
+/* Map and fault in the region of r->nslots slots of r->stride bytes. */
+static int map_slots(smoe__ring *r, int lock)
+{
+    const uint32_t nslots = r->nslots;
+    const uint64_t stride = r->stride;
+    int e = smoe__alloc_refused() ? -ENOMEM : smoe__region_map(&r->mem, r->len);
+    if (e < 0)
+        return smoe__fail(SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
+                          (unsigned long long)r->len, nslots, (unsigned long long)stride,
+                          strerror(-e));
+    r->base = r->mem.base;
+    if (smoe__region_populate(&r->mem) < 0)
+        return smoe__fail(SMOE_ENOMEM, "ring: cannot fault in %llu bytes (%u slots x %llu): "
+                          "%s", (unsigned long long)(uint64_t)nslots * stride, nslots,
+                          (unsigned long long)stride, strerror(ENOMEM));
+    if (lock && (e = smoe__region_lock(&r->mem)) < 0)
+        return smoe__fail(SMOE_ENOMEM, "ring: mlock of %llu bytes failed: %s",
+                          (unsigned long long)(uint64_t)nslots * stride, strerror(-e));
+    return 0;
+}
 
 int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
 {
@@ -30,54 +48,10 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
     if (r->len > SIZE_MAX - SMOE__ALIGN)
         return smoe__fail(SMOE_ENOMEM, "ring: %llu bytes do not fit the address space",
                           (unsigned long long)r->len);
-
-    /* Over-allocate and align the base: 16 KiB always; 2 MiB for a ring of
-     * that size or more on Linux, so transparent huge pages can back it
-     * (fewer pages for direct I/O to pin per read, fewer TLB misses). */
-    uint64_t align = SMOE__ALIGN;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (r->len >= SMOE__HUGE_ALIGN)
-        align = SMOE__HUGE_ALIGN;
-#endif
-    r->map_len = r->len + align;
-    void *p = MAP_FAILED;
-    if (smoe__alloc_refused())
-        errno = ENOMEM;
-    else
-        p = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return smoe__fail(SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
-                          (unsigned long long)r->len, nslots, (unsigned long long)stride,
-                          strerror(errno));
-    r->map_addr = p;
-    uintptr_t base = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
-    r->base = (uint8_t *)base;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == SMOE__HUGE_ALIGN)
-        madvise(r->base, r->len, MADV_HUGEPAGE); /* advice only: failure is harmless */
-#endif
-    /* Fault every page in now, so the cost comes at open, not mid-token. */
-    int populated = 0;
-#if defined(MADV_POPULATE_WRITE)
-    if (madvise(r->base, r->len, MADV_POPULATE_WRITE) == 0) {
-        populated = 1;
-    } else if (errno == ENOMEM) { /* touching the pages would meet the OOM killer */
+    int e = map_slots(r, lock);
+    if (e < 0) {
         smoe__ring_free(r);
-        return smoe__fail(SMOE_ENOMEM, "ring: cannot fault in %llu bytes (%u slots x %llu): "
-                          "%s", (unsigned long long)(uint64_t)nslots * stride, nslots,
-                          (unsigned long long)stride, strerror(ENOMEM));
-    }
-#endif
-    for (uint64_t off = 0; !populated && off < r->len; off += 4096)
-        r->base[off] = 0;
-    if (lock) {
-        if (mlock(r->base, r->len) < 0) {
-            int e = errno;
-            smoe__ring_free(r);
-            return smoe__fail(SMOE_ENOMEM, "ring: mlock of %llu bytes failed: %s",
-                              (unsigned long long)(uint64_t)nslots * stride, strerror(e));
-        }
-        r->locked = 1;
+        return e;
     }
 
     r->word = smoe__calloc(nslots, sizeof *r->word);
@@ -110,11 +84,7 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
 
 void smoe__ring_free(smoe__ring *r)
 {
-    if (r->map_addr) {
-        if (r->locked)
-            munlock(r->base, r->len);
-        munmap(r->map_addr, r->map_len);
-    }
+    smoe__region_unmap(&r->mem);
     free(r->word);
     free(r->tick);
     free(r->err);

@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "dio.h"
+#include "platform/dio.h"
 #include "error.h"
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
 
 SMOE_API void smoe_open_opts_init(smoe_open_opts *opts)
 {

@@ -39,6 +39,7 @@
 #include "alloc.h"
 #include "error.h"
 #include "io.h"
+#include "platform/thread.h"
 #include "trace_rec.h"
 
 #define REC_DEFAULT_CAP (1u << 20) /* records: 8 MiB */
@@ -168,11 +169,7 @@ static void drain(smoe__trace_rec *t)
 static void *flusher_main(void *arg)
 {
     smoe__trace_rec *t = arg;
-#if defined(__linux__)
-    pthread_setname_np(pthread_self(), "smoe-trace");
-#elif defined(__APPLE__)
-    pthread_setname_np("smoe-trace");
-#endif
+    smoe__thread_name("smoe-trace");
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         pthread_mutex_unlock(&t->mu);

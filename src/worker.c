@@ -29,10 +29,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dio.h"
+#include "platform/dio.h"
 #include "error.h"
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
+#include "platform/thread.h"
 
 void smoe__workers_notify(struct smoe_stream *s, int n)
 {
@@ -257,13 +258,7 @@ static void set_thread_name(uint32_t id)
 {
     char name[16];
     snprintf(name, sizeof name, "smoe-io-%u", id);
-#if defined(__APPLE__)
-    pthread_setname_np(name);
-#elif defined(__linux__)
-    pthread_setname_np(pthread_self(), name);
-#else
-    (void)name;
-#endif
+    smoe__thread_name(name);
 }
 
 static void *worker_main(void *arg)

@@ -25,6 +25,7 @@
 
 #include "budget.h"
 #include "internal.h"
+#include "platform/mem_linux.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
 

@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "dio.h"
+#include "platform/dio.h"
 #include "fault_io.h"
 #include "internal.h"
 #include "smoe/smoe.h"

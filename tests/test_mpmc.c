@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "mpmc.h"
-#include "park.h"
+#include "platform/park.h"
 
 static void fifo_single_thread(void **state)
 {

@@ -50,7 +50,7 @@
 
 #include "fault_io.h"
 #include "internal.h"
-#include "park.h"
+#include "platform/park.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
 

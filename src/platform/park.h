@@ -1,7 +1,9 @@
 /*
  * park.h - parking a thread on a 32-bit word until another thread wakes it:
- * futex on Linux, __ulock on macOS, a short sleep elsewhere. No mutex, no
- * condition variable. Used by idle workers and by smoe_claim_wait.
+ * futex on Linux (park_linux.c), __ulock on macOS (park_darwin.c), a short
+ * sleep elsewhere (park_generic.c). No mutex, no condition variable. Used
+ * by idle workers, the pre-warm thread and smoe_claim_wait. And the clock
+ * (clock_posix.c) and a spin loop's pause.
  */
 #ifndef SMOE_PARK_H
 #define SMOE_PARK_H

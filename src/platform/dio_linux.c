@@ -1,20 +1,18 @@
 /*
- * dio.c - the file system's direct I/O alignment rule.
+ * dio_linux.c - the file system's direct I/O alignment rule (dio.h).
  *
  * Linux 6.1+ reports it through statx(STATX_DIOALIGN). This file includes
  * the kernel's struct statx, which glibc 2.36's headers lack the fields
  * of, so it stays apart from files that include <sys/stat.h>.
  */
-#include <stdint.h>
-
-#include "dio.h"
-
-#if defined(__linux__)
 #include <fcntl.h>
 #include <linux/stat.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "dio.h"
 
 int smoe__dio_align(int fd, uint32_t *mem_align, uint32_t *off_align)
 {
@@ -33,11 +31,3 @@ int smoe__dio_align(int fd, uint32_t *mem_align, uint32_t *off_align)
     *mem_align = *off_align = 0;
     return 1;
 }
-#else
-int smoe__dio_align(int fd, uint32_t *mem_align, uint32_t *off_align)
-{
-    (void)fd;
-    *mem_align = *off_align = 0;
-    return 1; /* macOS F_NOCACHE: page-aligned buffers and offsets suffice */
-}
-#endif

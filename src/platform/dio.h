@@ -1,4 +1,5 @@
-/* dio.h - direct I/O alignment query. */
+/* dio.h - direct I/O alignment query: statx on Linux (dio_linux.c), not
+ * known elsewhere (dio_generic.c). */
 #ifndef SMOE_DIO_H
 #define SMOE_DIO_H
 

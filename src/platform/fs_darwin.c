@@ -1,0 +1,70 @@
+/* fs_darwin.c - macOS's file calls (fs.h): F_NOCACHE for direct I/O,
+ * F_FULLFSYNC, the disk ioctls; no unnamed files, no fadvise. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<sys/disk.h>)
+#include <sys/disk.h> /* DKIOCGETBLOCKCOUNT, DKIOCGETBLOCKSIZE */
+#endif
+#endif
+#if !defined(DKIOCGETBLOCKCOUNT)
+/* <sys/disk.h>'s values, for SDKs without it (zig's cross headers) */
+#define DKIOCGETBLOCKSIZE _IOR('d', 24, uint32_t)
+#define DKIOCGETBLOCKCOUNT _IOR('d', 25, uint64_t)
+#endif
+
+#include "io.h"
+#include "fs.h"
+
+int smoe__fs_open_flags(unsigned flags, int *oflags)
+{
+    (void)oflags;
+    return (flags & SMOE__IO_TMPFILE) ? -EOPNOTSUPP : 0;
+}
+
+int smoe__fs_opened(int fd, unsigned flags)
+{
+    /* macOS has no O_DIRECT: F_NOCACHE makes reads bypass the unified buffer
+     * cache, which with aligned buffers becomes a DMA into them. */
+    if ((flags & SMOE__IO_DIRECT) && fcntl(fd, F_NOCACHE, 1) < 0)
+        return -errno;
+    return 0;
+}
+
+int smoe__fs_sync(int fd)
+{
+    /* fsync() on macOS does not flush the drive's cache; F_FULLFSYNC does. */
+    if (fcntl(fd, F_FULLFSYNC) == 0)
+        return 0;
+    return fsync(fd) < 0 ? -errno : 0;
+}
+
+int smoe__fs_blkdev_size(int fd, uint64_t *size)
+{
+    uint64_t count;
+    uint32_t bs;
+    if (ioctl(fd, DKIOCGETBLOCKCOUNT, &count) < 0 || ioctl(fd, DKIOCGETBLOCKSIZE, &bs) < 0)
+        return -errno;
+    *size = count * bs;
+    return 0;
+}
+
+int smoe__fs_link(int fd, const char *path)
+{
+    (void)fd;
+    (void)path;
+    return -EOPNOTSUPP;
+}
+
+void smoe__fs_drop_cache(int fd, uint64_t off, uint64_t len)
+{
+    /* No fadvise; the unified buffer cache keeps the few pages of a vault's
+     * header and tables (docs/portability.md). */
+    (void)fd;
+    (void)off;
+    (void)len;
+}
