@@ -5,12 +5,13 @@
  * checks the slot's key, generation and state, so no evictor can slip in
  * between "it is READY" and "I hold a reference"; the same CAS removes one
  * demand pin, if the slot has any (every demand prefetch is honoured by one
- * claim: prefetch.c). A claim that reports a failed read removes one pin
- * too. The descriptor records the stream and its own address, so release
- * refuses a descriptor of another stream or a copy. claim never issues I/O;
- * claim_wait spins briefly, then parks on the slot word's low 32 bits
- * (futex/ulock) after setting WAITERS, which every publisher clears before
- * waking; shutdown clears it too. No mutex, no condition variable.
+ * claim). A claim that reports a failed read removes one pin too. Those
+ * moves, and parking on a slot, are slot.c's. The descriptor records the
+ * stream and its own address, so release refuses a descriptor of another
+ * stream or a copy. claim never issues I/O; claim_wait spins briefly, then
+ * parks on the slot word's low 32 bits (futex/ulock) after setting
+ * WAITERS, which every publisher clears before waking; shutdown clears it
+ * too. No mutex, no condition variable.
  */
 #include <limits.h>
 #include <sched.h>
@@ -26,8 +27,6 @@
  * microseconds at best, and on a machine with few cores a spinning claimer
  * steals the CPU the workers need. */
 #define SMOE__CLAIM_SPINS 128
-/* Longest single park: a backstop, not a poll (every state change wakes). */
-#define SMOE__PARK_MAX_NS 100000000ull
 
 static int check_args(struct smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob,
                       const char *fn)
@@ -42,99 +41,13 @@ static int check_args(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     return 0;
 }
 
-/* Copy slot v's fault record: why its load failed. */
-static void fault_copy(const struct smoe_stream *s, uint32_t v, smoe__fault *why)
-{
-    smoe__slot_fault *sf = &s->ring.fault[v];
-    /* relaxed, all five: as err, written before the release CAS publishing
-     * FAILED that our acquire load of the slot word synchronised with */
-    why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
-    why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
-    why->io.tries = atomic_load_explicit(&sf->tries, memory_order_relaxed);
-    why->io.off = atomic_load_explicit(&sf->off, memory_order_relaxed);
-    why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
-}
-
-/*
- * One claim attempt. On SMOE_EAGAIN with a slot known, *wait_slot and
- * *wait_word tell claim_wait where to park (wait_slot UINT32_MAX: none).
- * On a failed load's error, *why says why (else its what is NONE).
- */
-static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob,
-                      uint32_t *wait_slot, uint64_t *wait_word, smoe__fault *why)
+/* A reference to (layer, expert) taken on slot v (word w before the
+ * claim): fill the descriptor and count; a first claim is READY, a
+ * retained blob's a HIT. */
+static smoe_claim_status fill_blob(struct smoe_stream *s, uint32_t layer, uint32_t expert,
+                                   uint32_t v, uint32_t gen, uint64_t w, smoe_blob *blob)
 {
     const uint32_t key = layer * s->vault.experts + expert;
-    *wait_slot = UINT32_MAX;
-    why->what = SMOE__FAULT_NONE;
-    /* acquire: pairs with the release store of the entry in load_new */
-    uint64_t me = atomic_load_explicit(&s->map[key], memory_order_acquire);
-    if (me == SMOE__MAP_NONE)
-        return SMOE_ENOTRESIDENT;
-    if (me == SMOE__MAP_PENDING)
-        return SMOE_EAGAIN;
-    const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
-    /* acquire: pairs with the release CAS that set the key (load_new) and
-     * with the worker's release CAS publishing READY/FAILED */
-    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
-    uint64_t nw;
-    for (;;) {
-        if (smoe__w_key(w) != key || smoe__w_gen(w) != gen)
-            return SMOE_ENOTRESIDENT; /* evicted since the map was read */
-        switch (smoe__w_state(w)) {
-        case SMOE__LOADING:
-            *wait_slot = v;
-            *wait_word = w;
-            return SMOE_EAGAIN;
-        case SMOE__FAILED: {
-            /* Read the error while a pin holds the slot: no evictor can
-             * re-arm it for another expert meanwhile, so the error is this
-             * load's. relaxed: written before the publishing release CAS
-             * our acquire load of w synchronised with; ordered before the
-             * unpinning CAS below by its release */
-            int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
-            if (err == 0) {
-                /* a prefetch re-armed the slot for a retry since w was
-                 * read (smoe__load_start clears the error): look again
-                 * rather than report success without a reference.
-                 * acquire: as the load above */
-                w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
-                continue;
-            }
-            smoe__fault f;
-            fault_copy(s, v, &f); /* under the same pin as err */
-            /* The error has reached a claimer: it honours one demand
-             * prefetch, as a successful claim does, so failures the caller
-             * has asked about do not hold slots until the same expert is
-             * asked for again. The CAS is from the word the error was read
-             * under (a moved word: look again). acq_rel: release orders
-             * the read of err before any reuse of the slot by an evictor;
-             * acquire as the load above */
-            if (smoe__w_pins(w) &&
-                !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w,
-                                                       w - SMOE__W_PIN_ONE,
-                                                       memory_order_acq_rel,
-                                                       memory_order_acquire))
-                continue;
-            *why = f;
-            return err;
-        }
-        case SMOE__READY:
-        case SMOE__CONSUMED:
-            break;
-        default:
-            return SMOE_ENOTRESIDENT;
-        }
-        if (smoe__w_refs(w) >= SMOE__W_REF_MAX)
-            return SMOE_EREFS;
-        nw = ((w & ~SMOE__W_STATE_MASK) | SMOE__CONSUMED) + SMOE__W_REF_ONE -
-             (smoe__w_pins(w) ? SMOE__W_PIN_ONE : 0);
-        /* acquire: pairs with the worker's release CAS publishing READY, so
-         * the blob's bytes are visible to us; failure reloads w */
-        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
-                                                  memory_order_acquire,
-                                                  memory_order_acquire))
-            break;
-    }
     const smoe__vault_entry *e = &s->vault.index[key];
     blob->data = smoe__slot_data(&s->ring, v);
     blob->size = e->size;
@@ -159,6 +72,41 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     else if (w & SMOE__W_PREWARM)
         SMOE__COUNT(s, prewarm.c_hits, 1);
     return SMOE_READY;
+}
+
+/*
+ * One claim attempt. On SMOE_EAGAIN with a slot known, *wait_slot and
+ * *wait_word tell claim_wait where to park (wait_slot UINT32_MAX: none).
+ * On a failed load's error, *why says why (else its what is NONE).
+ */
+static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, smoe_blob *blob,
+                      uint32_t *wait_slot, uint64_t *wait_word, smoe__fault *why)
+{
+    const uint32_t key = layer * s->vault.experts + expert;
+    *wait_slot = UINT32_MAX;
+    why->what = SMOE__FAULT_NONE;
+    uint64_t me = smoe__map_lookup(s, key);
+    if (me == SMOE__MAP_NONE)
+        return SMOE_ENOTRESIDENT;
+    if (me == SMOE__MAP_PENDING)
+        return SMOE_EAGAIN;
+    const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
+    uint64_t w;
+    int err = 0;
+    switch (smoe__slot_claim(s, v, key, gen, &w, &err, why)) {
+    case SMOE__CLAIM_TAKEN:
+        return fill_blob(s, layer, expert, v, gen, w, blob);
+    case SMOE__CLAIM_LOADING:
+        *wait_slot = v;
+        *wait_word = w;
+        return SMOE_EAGAIN;
+    case SMOE__CLAIM_REFS_FULL:
+        return SMOE_EREFS;
+    case SMOE__CLAIM_FAILED:
+        return err;
+    default: /* SMOE__CLAIM_GONE: evicted since the map was read */
+        return SMOE_ENOTRESIDENT;
+    }
 }
 
 /* Why a load failed, as the tail of the claim's message ("" if nothing
@@ -217,29 +165,6 @@ SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert, smoe_bl
     return claim_error(s, r, layer, expert, &why);
 }
 
-/* Park on slot v until its word changes from w (or the timeout). */
-static void park_on_slot(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns)
-{
-    _Atomic uint64_t *word = &s->ring.word[v];
-    if (!(w & SMOE__W_WAITERS)) {
-        uint64_t nw = w | SMOE__W_WAITERS;
-        /* seq_cst: orders the WAITERS flag before our read of stop below,
-         * against shutdown's store of stop before it clears WAITERS */
-        if (!atomic_compare_exchange_strong(word, &w, nw))
-            return; /* the word moved: no need to sleep */
-        w = nw;
-    }
-    if (atomic_load(&s->stop)) {
-        /* Shutdown may already have cleared WAITERS and woken this word,
-         * and our CAS set it again: clear it and wake whoever parked on it
-         * since, or another waiter could sleep through the shutdown. */
-        if (atomic_fetch_and(word, ~SMOE__W_WAITERS) & SMOE__W_WAITERS)
-            smoe__park_wake(smoe__low32(word), INT32_MAX);
-        return;
-    }
-    smoe__park_wait(smoe__low32(word), (uint32_t)w, ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
-}
-
 SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
                              uint64_t timeout_ns, smoe_blob *blob)
 {
@@ -294,7 +219,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
             sched_yield(); /* PENDING: another prefetch is picking its slot */
             continue;
         }
-        park_on_slot(s, ws, ww, timeout_ns == UINT64_MAX ? UINT64_MAX : timeout_ns - (now - t0));
+        smoe__slot_park(s, ws, ww, timeout_ns == UINT64_MAX ? UINT64_MAX : timeout_ns - (now - t0));
     }
     if (t0)
         SMOE__COUNT(s, c_claim_wait_ns, smoe__now_ns() - t0);
@@ -319,20 +244,9 @@ SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob)
                           (void *)(uintptr_t)blob->reserved_[1]);
     const uint32_t v = blob->slot;
     const uint32_t key = blob->layer * s->vault.experts + blob->expert;
-    /* relaxed: the CAS below re-checks; the release CAS is what orders */
-    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
-    for (;;) {
-        if (smoe__w_gen(w) != blob->gen || smoe__w_key(w) != key ||
-            smoe__w_state(w) != SMOE__CONSUMED || smoe__w_refs(w) == 0)
-            return smoe__fail(SMOE_EINVAL, "release: slot %u does not hold a reference "
-                              "for (layer %u, expert %u)", v, blob->layer, blob->expert);
-        /* release: our reads of the blob happen before an evictor's
-         * acquire CAS that reuses the slot; relaxed on failure: retry */
-        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w - SMOE__W_REF_ONE,
-                                                  memory_order_release,
-                                                  memory_order_relaxed))
-            break;
-    }
+    if (smoe__slot_release(s, v, key, blob->gen) < 0)
+        return smoe__fail(SMOE_EINVAL, "release: slot %u does not hold a reference "
+                          "for (layer %u, expert %u)", v, blob->layer, blob->expert);
     blob->held = 0;
     smoe__touch(s, v);
     SMOE__COUNT(s, c_releases, 1);

@@ -76,10 +76,8 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
 
     for (uint32_t i = 0; i < n; i++) {
         uint32_t v = start + i < n ? start + i : start + i - n;
-        /* acquire: pairs with the release CAS that last changed the word
-         * (release by a claimer, publish by a worker), so a slot we go on
-         * to take is seen with its readers done */
-        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+        /* a slot we go on to take is seen with its readers done */
+        uint64_t w = smoe__slot_word(&s->ring, v);
         if (smoe__w_state(w) == SMOE__EMPTY) {
             /* relaxed: a hint for the next scan */
             atomic_store_explicit(&s->empty_hint, v + 1, memory_order_relaxed);
@@ -147,8 +145,7 @@ int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot
     uint32_t best = UINT32_MAX;
 
     for (uint32_t v = 0; v < n; v++) {
-        /* acquire: as in smoe__evict_pick */
-        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
+        uint64_t w = smoe__slot_word(&s->ring, v);
         if (smoe__w_state(w) == SMOE__EMPTY) {
             *slot = v;
             *word = w;

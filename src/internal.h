@@ -28,7 +28,6 @@
 #include "freq.h"
 #include "io.h"
 #include "mpmc.h"
-#include "platform/region.h"
 #include "latency.h"
 #include "prewarm.h"
 #include "slot.h"
@@ -82,48 +81,6 @@ typedef struct smoe__worker {
     int started;
     uint32_t align; /* fd's direct I/O offset alignment; 0: buffered (worker.c) */
 } smoe__worker;
-
-/* What a FAILED slot's message adds to its error (claim.c). */
-enum {
-    SMOE__FAULT_NONE = 0, /* nothing (a checksum mismatch, a shutdown) */
-    SMOE__FAULT_READ,     /* the read: where, how much, errno, attempts */
-    SMOE__FAULT_PADDING   /* the padding is not zero: off is its first such byte */
-};
-
-/* Why slot v's load failed, next to ring.err[v]: written by the worker
- * that sets the error (worker.c), read by a claimer that sees FAILED
- * (claim.c), and ordered as err is (their comments say how). */
-typedef struct smoe__slot_fault {
-    _Atomic uint32_t what;  /* SMOE__FAULT_* */
-    _Atomic int eno;        /* smoe__io_fail's fields */
-    _Atomic uint32_t tries;
-    _Atomic uint64_t off;
-    _Atomic uint64_t len;
-} smoe__slot_fault;
-
-/* A copy of one, taken by the claimer. */
-typedef struct smoe__fault {
-    uint32_t what;
-    smoe__io_fail io;
-} smoe__fault;
-
-/* The ring: one region, slot words and LRU ticks in dense arrays so a
- * victim scan reads a few compact cache lines per 8 slots. */
-typedef struct smoe__ring {
-    uint8_t *base;       /* 16 KiB-aligned: mem.base */
-    uint64_t len;        /* nslots * stride */
-    uint64_t stride;     /* multiple of 16 KiB */
-    uint32_t nslots;
-    smoe__region mem;    /* the mapping (platform/region.h) */
-    _Atomic uint64_t *word;  /* nslots: the packed slot words (slot.h) */
-    _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
-    _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
-    smoe__slot_fault *fault; /* nslots: why, for the claimer's message */
-    /* Chunked reads of the load in progress (worker.c): */
-    _Atomic uint64_t *chunk_next; /* nslots: arming, chunk size, next chunk (slot.h) */
-    _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
-    _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
-} smoe__ring;
 
 struct smoe_stream {
     smoe__vault vault;
@@ -241,22 +198,12 @@ static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t k
 }
 
 /* worker.c */
-/*
- * Arm slot v (just CASed to LOADING with generation gen, key key) for a
- * new read and queue one token per chunk on the demand or the speculative
- * queue, waking that many parked workers. The caller has reserved room
- * for them (smoe__mpmc_reserve of smoe__load_chunks on that queue).
- */
-void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
-                      int demand);
-/* Queue n more tokens for the load in slot v (a demand upgrade), in room
- * the caller has reserved. */
-void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand);
+/* Queue n chunk tokens of slot v's load (gen) on the demand or the
+ * speculative queue, in room the caller has reserved (smoe__mpmc_reserve),
+ * and wake up to n parked workers. */
+void smoe__workers_enqueue(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n,
+                           int demand);
 int smoe__workers_start(struct smoe_stream *s);
 void smoe__workers_join(struct smoe_stream *s);
-/* Tell parked workers there is work (after a push). */
-void smoe__workers_notify(struct smoe_stream *s, int n);
-/* Publish a LOADING slot as READY (err 0) or FAILED(err). */
-void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err);
 
 #endif

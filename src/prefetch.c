@@ -1,12 +1,15 @@
 /*
- * prefetch.c - smoe_prefetch: find or reserve a slot for an expert and
- * queue its read.
+ * prefetch.c - smoe_prefetch and smoe_cancel: find or reserve a slot for an
+ * expert and queue its read. The moves of the slot word, of the residency
+ * map and of the chunk counters are slot.c's; this file decides which to
+ * make, and keeps the speculation budget, the queues' room and the
+ * statistics.
  *
  * Two prefetches of one expert agree through the residency map before
  * either takes a victim: only the one that moves the entry NONE -> PENDING
- * by CAS reserves a slot, so an expert is never loaded twice. PENDING
- * lasts for one victim scan; a concurrent prefetch of the same expert
- * waits it out (pause, then sched_yield) and then joins.
+ * reserves a slot, so an expert is never loaded twice. PENDING lasts for
+ * one victim scan; a concurrent prefetch of the same expert waits it out
+ * (pause, then sched_yield) and then joins.
  *
  * Room in the request queues is reserved before anything changes
  * (mpmc.h): a speculative or pre-warm load that finds none is SKIPPED
@@ -15,7 +18,7 @@
  * tokens. No prefetch ever waits for a worker to make room.
  *
  * Each demand prefetch adds a pin to the slot word; each claim removes one
- * (claim.c): every demand prefetch is honoured by one claim.
+ * (slot.c): every demand prefetch is honoured by one claim.
  *
  * Lock-free, no allocation. System calls: a futex wake when a worker is
  * parked, and the sched_yield above (the clock, read when a load is queued
@@ -28,48 +31,9 @@
 #include "platform/park.h"
 #include "prefetch.h"
 
-static _Atomic uint64_t *map_of(struct smoe_stream *s, uint32_t key)
-{
-    return &s->map[key];
-}
-
 static const smoe__vault_entry *entry_of_key(const struct smoe_stream *s, uint32_t key)
 {
     return &s->vault.index[key];
-}
-
-/* Undo a PENDING reservation that found no slot. */
-static void unpend(struct smoe_stream *s, uint32_t key)
-{
-    /* release: pairs with the acquire loads of the map entry in prefetch
-     * and claim (nothing was published, but keep the map's one protocol) */
-    atomic_store_explicit(map_of(s, key), SMOE__MAP_NONE, memory_order_release);
-}
-
-/* Bookkeeping for the previous owner of a slot we just took. */
-static void evicted(struct smoe_stream *s, uint32_t v, uint64_t old)
-{
-    SMOE__COUNT(s, c_evictions, 1);
-    uint32_t old_key = smoe__w_key(old);
-    uint64_t om = smoe__map_make(v, smoe__w_gen(old));
-    /* release: a prefetch that then finds NONE and reserves must see our
-     * slot CAS first, which it does through this store; failure is fine
-     * (someone already cleared or re-pointed the stale entry) */
-    atomic_compare_exchange_strong_explicit(map_of(s, old_key), &om, SMOE__MAP_NONE,
-                                            memory_order_release, memory_order_relaxed);
-    unsigned st = smoe__w_state(old);
-    int counted_spec = (old & SMOE__W_SPEC) && !(old & SMOE__W_PREWARM);
-    if (st == SMOE__READY && counted_spec)
-        SMOE__COUNT(s, c_spec_wasted_bytes, entry_of_key(s, old_key)->padded);
-    if (st == SMOE__LOADING) {
-        SMOE__COUNT(s, c_spec_cancelled, 1);
-        if (counted_spec)
-            smoe__spec_put(s);
-    }
-    /* A claimer parked on the old word (a cancelled read) must look again:
-     * our CAS dropped its WAITERS flag. */
-    if (old & SMOE__W_WAITERS)
-        smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
 }
 
 static uint32_t layer_of(const struct smoe_stream *s, uint32_t key)
@@ -115,13 +79,72 @@ static int spec_budget_take(struct smoe_stream *s)
     return 1;
 }
 
-/* We own map[key] == PENDING: reserve a slot and queue the read. */
-static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
+/* Arm slot v's load and queue its chunk tokens, in room already reserved. */
+static void queue_load(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                       int demand)
+{
+    smoe__workers_enqueue(s, v, gen, smoe__slot_arm(s, v, gen, key, demand), demand);
+}
+
+/* Statistics and the speculation budget of the load or blob a reservation
+ * just replaced (word w). */
+static void count_eviction(struct smoe_stream *s, uint64_t w)
+{
+    SMOE__COUNT(s, c_evictions, 1);
+    unsigned st = smoe__w_state(w);
+    int counted_spec = (w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM);
+    if (st == SMOE__READY && counted_spec)
+        SMOE__COUNT(s, c_spec_wasted_bytes, entry_of_key(s, smoe__w_key(w))->padded);
+    if (st == SMOE__LOADING) {
+        SMOE__COUNT(s, c_spec_cancelled, 1);
+        if (counted_spec)
+            smoe__spec_put(s);
+    }
+}
+
+/* A load that reserved key's map entry (and q's room for n tokens) found no
+ * slot: give both back, and the budget unit. */
+static int no_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, smoe__mpmc *q,
+                   uint32_t n)
+{
+    const int demand = !(kflags & SMOE__W_SPEC);
+    smoe__mpmc_unreserve(q, n);
+    if (!demand && !(kflags & SMOE__W_PREWARM))
+        smoe__spec_put(s);
+    smoe__map_unreserve(s, key);
+    if (demand) {
+        SMOE__COUNT(s, c_full, 1);
+        return smoe__fail(SMOE_EFULL, "prefetch: every one of %u slots is referenced, loading "
+                          "or awaiting its demand claim", s->ring.nslots);
+    }
+    SMOE__COUNT(s, c_spec_skipped, 1);
+    return SMOE_SKIPPED;
+}
+
+/* Take a slot for key, by its kind's victim pick: 1 with *v and *gen. */
+static int take_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, uint32_t *v,
+                     uint64_t *w, uint32_t *gen)
+{
+    const int demand = !(kflags & SMOE__W_SPEC);
+    for (;;) {
+        int got = (kflags & SMOE__W_PREWARM)
+                      ? smoe__evict_pick_prewarm(s, key, v, w)
+                      : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, key,
+                                         v, w);
+        if (!got)
+            return 0;
+        if (smoe__slot_reserve(s, *v, w, key, kflags, gen))
+            return 1;
+    }
+}
+
+/* We hold key's map entry (PENDING): reserve a slot and queue the read. */
+static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
     if (counted_spec && !spec_budget_take(s)) {
-        unpend(s, key);
+        smoe__map_unreserve(s, key);
         SMOE__COUNT(s, c_spec_skipped, 1);
         return SMOE_SKIPPED;
     }
@@ -131,56 +154,28 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     if (!smoe__mpmc_reserve(q, n)) {
         if (counted_spec)
             smoe__spec_put(s);
-        unpend(s, key);
+        smoe__map_unreserve(s, key);
         if (demand)
             return no_demand_room(s, key, n);
         SMOE__COUNT(s, c_spec_skipped, 1);
         return SMOE_SKIPPED;
     }
-    uint32_t v;
-    uint64_t w, nw;
-    for (;;) {
-        int got = (kflags & SMOE__W_PREWARM)
-                      ? smoe__evict_pick_prewarm(s, key, &v, &w)
-                      : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, key,
-                                         &v, &w);
-        if (!got) {
-            smoe__mpmc_unreserve(q, n);
-            if (counted_spec)
-                smoe__spec_put(s);
-            unpend(s, key);
-            if (demand) {
-                SMOE__COUNT(s, c_full, 1);
-                return smoe__fail(SMOE_EFULL,
-                                  "prefetch: every one of %u slots is referenced, loading "
-                                  "or awaiting its demand claim",
-                                  s->ring.nslots);
-            }
-            SMOE__COUNT(s, c_spec_skipped, 1);
-            return SMOE_SKIPPED;
-        }
-        /* STARTED until smoe__load_start has armed the chunk counters: an
-         * evictor must not cancel a load whose arming is still to come. */
-        nw = smoe__w_new_load(w, key,
-                              kflags | SMOE__W_STARTED | (demand ? SMOE__W_PIN_ONE : 0));
-        /* acq_rel: acquire pairs with the release CAS of the last claimer's
-         * release (its reads of the data finish before we reuse the slot);
-         * release publishes the new key to claimers' acquire loads */
-        if (atomic_compare_exchange_strong_explicit(&s->ring.word[v], &w, nw,
-                                                    memory_order_acq_rel,
-                                                    memory_order_relaxed))
-            break;
+    uint32_t v, gen;
+    uint64_t w;
+    if (!take_slot(s, key, kflags, &v, &w, &gen))
+        return no_slot(s, key, kflags, q, n);
+    if (smoe__w_state(w) != SMOE__EMPTY) {
+        /* The previous owner: its map entry, its figures, and a claimer
+         * parked on its word (a cancelled read) must look again. */
+        smoe__map_clear(s, smoe__w_key(w), smoe__map_make(v, smoe__w_gen(w)));
+        count_eviction(s, w);
+        smoe__slot_wake_waiters(s, v, w);
     }
-    if (smoe__w_state(w) != SMOE__EMPTY)
-        evicted(s, v, w);
     if (s->reuse)
         smoe__reuse_forget(s->reuse, v); /* a new key: its score is not ours */
     smoe__touch(s, v); /* a fresh tick, so a burst cannot evict its own head */
-    /* release: pairs with the acquire loads of map entries in prefetch and
-     * claim, which then read the slot word we set above */
-    atomic_store_explicit(map_of(s, key), smoe__map_make(v, smoe__w_gen(nw)),
-                          memory_order_release);
-    smoe__load_start(s, v, smoe__w_gen(nw), key, demand);
+    smoe__map_point(s, key, v, gen);
+    queue_load(s, v, gen, key, demand);
     if (demand)
         SMOE__COUNT(s, c_misses, 1);
     else if (counted_spec)
@@ -188,121 +183,98 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     return SMOE_QUEUED;
 }
 
-/* The map says the expert is in slot v (word w, generation gen): join,
- * pin, retry or report. -1: the slot no longer holds it; re-read the map. */
-static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, uint32_t gen,
-                 uint64_t kflags)
+/* A demand prefetch pinned a READY or retained blob. */
+static smoe_prefetch_status joined_resident(struct smoe_stream *s, uint32_t v, int demand)
+{
+    smoe__touch(s, v);
+    if (demand && s->reuse)
+        smoe__reuse_forget(s->reuse, v); /* its history is changing */
+    if (demand)
+        SMOE__COUNT(s, c_hits, 1);
+    return SMOE_RESIDENT;
+}
+
+/* The first pin of a speculative read in flight (word w) upgraded it: its
+ * chunk tokens wait behind speculative work, so queue them again on the
+ * demand queue (chunks are handed out once per arming, slot.c, so the
+ * extra tokens find nothing left). It was armed, or will be, in
+ * speculative chunks. Without room the read goes on from its speculative
+ * tokens. */
+static void upgrade(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key)
+{
+    SMOE__COUNT(s, c_spec_upgraded, 1);
+    if (!(w & SMOE__W_PREWARM))
+        smoe__spec_put(s);
+    /* relaxed: latency statistics only */
+    atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
+    const uint32_t n = smoe__load_chunks(s, key, 0);
+    if (smoe__mpmc_reserve(&s->demand_q, n))
+        smoe__workers_enqueue(s, v, smoe__w_gen(w), n, 1);
+}
+
+/* A prefetch joined key's read in flight in slot v (word w before). */
+static smoe_prefetch_status joined_inflight(struct smoe_stream *s, uint32_t v, uint64_t w,
+                                            uint32_t key, int demand)
+{
+    if (demand && smoe__w_pins(w) == 0)
+        upgrade(s, v, w, key);
+    if (demand)
+        SMOE__COUNT(s, c_joins, 1);
+    return SMOE_INFLIGHT;
+}
+
+/* A demand prefetch made key's FAILED slot v LOADING again: a new arming,
+ * in the room reserved. */
+static smoe_prefetch_status retried(struct smoe_stream *s, uint32_t v, uint32_t gen,
+                                    uint32_t key)
+{
+    smoe__touch(s, v);
+    queue_load(s, v, gen, key, 1);
+    SMOE__COUNT(s, c_misses, 1);
+    return SMOE_QUEUED;
+}
+
+/*
+ * The map says key is in slot v (entry gen): join its read or blob, pin it
+ * (demand), or retry its failed read (demand, with the retry's room
+ * reserved before the slot changes). 1 with *r the prefetch's result; 0
+ * when the slot no longer holds key (the entry is stale).
+ */
+static int join_slot(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                     uint64_t kflags, int *r)
 {
     const int demand = !(kflags & SMOE__W_SPEC);
-    /* Demand-queue room for a retry's tokens, reserved before its CAS. */
     const uint32_t nretry = demand ? smoe__load_chunks(s, key, 1) : 0;
-    int room = 0, r = 0;
-    for (;;) {
-        if (smoe__w_key(w) != key || smoe__w_gen(w) != gen ||
-            smoe__w_state(w) == SMOE__EMPTY) {
-            r = -1;
-            break;
+    int room = 0;
+    uint64_t w;
+    smoe__join j;
+    while ((j = smoe__slot_join(s, v, key, gen, demand, room, &w)) == SMOE__JOIN_NEED_ROOM) {
+        if (!smoe__mpmc_reserve(&s->demand_q, nretry)) {
+            *r = no_demand_room(s, key, nretry);
+            return 1;
         }
-        uint64_t nw = w;
-        const unsigned st = smoe__w_state(w);
-        if (demand && st != SMOE__EMPTY && smoe__w_pins(w) == SMOE__W_PIN_MAX) {
-            r = too_many_pins(s, key);
-            break;
-        }
-        switch (st) {
-        case SMOE__READY:
-        case SMOE__CONSUMED:
-            if (demand)
-                nw += SMOE__W_PIN_ONE; /* pinned until claimed */
-            break;
-        case SMOE__LOADING:
-            if (demand) {
-                nw += SMOE__W_PIN_ONE;
-                /* The first pin of a speculative read upgrades it; not
-                 * started yet, it becomes a plain demand read. */
-                if (smoe__w_pins(w) == 0 && !(w & SMOE__W_STARTED))
-                    nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
-            }
-            break;
-        case SMOE__FAILED:
-            if (!demand)
-                return SMOE_SKIPPED; /* only demand retries a failed read */
-            if (!room && !smoe__mpmc_reserve(&s->demand_q, nretry))
-                return no_demand_room(s, key, nretry);
-            room = 1;
-            nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM |
-                         SMOE__W_STARTED | SMOE__W_WAITERS)) |
-                  SMOE__LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE; /* see load_new */
-            break;
-        default:
-            r = -1;
-            break;
-        }
-        if (r)
-            break;
-        /* acq_rel: as in load_new (a retry reuses the slot's memory);
-         * acquire on failure: the reloaded word is checked again above */
-        if (nw == w || atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
-                                                             memory_order_acq_rel,
-                                                             memory_order_acquire))
-            break;
+        room = 1;
     }
-    if (room && (r || smoe__w_state(w) != SMOE__FAILED))
+    if (room && j != SMOE__JOIN_RETRY)
         smoe__mpmc_unreserve(&s->demand_q, nretry); /* no retry after all */
-    if (r)
-        return r;
-    switch (smoe__w_state(w)) {
-    case SMOE__READY:
-    case SMOE__CONSUMED:
-        smoe__touch(s, v);
-        if (demand && s->reuse)
-            smoe__reuse_forget(s->reuse, v); /* its history is changing */
-        if (demand)
-            SMOE__COUNT(s, c_hits, 1);
-        return SMOE_RESIDENT;
-    case SMOE__LOADING:
-        if (demand && smoe__w_pins(w) == 0) {
-            SMOE__COUNT(s, c_spec_upgraded, 1);
-            if (!(w & SMOE__W_PREWARM))
-                smoe__spec_put(s);
-            /* Its chunk tokens wait behind speculative work: queue them
-             * again on the demand queue (chunks are handed out once per
-             * arming, worker.c, so the extra tokens find nothing left). It
-             * was armed, or will be, in speculative chunks. Without room
-             * the read goes on from its speculative tokens. */
-            /* relaxed: latency statistics only */
-            atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
-            const uint32_t n = smoe__load_chunks(s, key, 0);
-            if (smoe__mpmc_reserve(&s->demand_q, n))
-                smoe__load_tokens(s, v, smoe__w_gen(w), n, 1);
-        }
-        if (demand)
-            SMOE__COUNT(s, c_joins, 1);
-        return SMOE_INFLIGHT;
-    default: /* FAILED, now LOADING again: a new arming, in the room reserved */
-        smoe__touch(s, v);
-        smoe__load_start(s, v, smoe__w_gen(w), key, 1);
-        SMOE__COUNT(s, c_misses, 1);
-        return SMOE_QUEUED;
+    switch (j) {
+    case SMOE__JOIN_PINS_FULL: *r = too_many_pins(s, key); return 1;
+    case SMOE__JOIN_NO_RETRY: *r = SMOE_SKIPPED; return 1; /* only demand retries */
+    case SMOE__JOIN_RESIDENT: *r = joined_resident(s, v, demand); return 1;
+    case SMOE__JOIN_INFLIGHT: *r = joined_inflight(s, v, w, key, demand); return 1;
+    case SMOE__JOIN_RETRY: *r = retried(s, v, gen, key); return 1;
+    default: return 0; /* SMOE__JOIN_GONE */
     }
 }
 
 int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 {
-    _Atomic uint64_t *m = map_of(s, key);
     unsigned spins = 0;
     for (;;) {
-        /* acquire: pairs with the release store of the entry in load_new,
-         * so the slot word we read next is at least that new */
-        uint64_t me = atomic_load_explicit(m, memory_order_acquire);
+        uint64_t me = smoe__map_lookup(s, key);
         if (me == SMOE__MAP_NONE) {
-            uint64_t none = SMOE__MAP_NONE;
-            /* acquire: pairs with the release in evicted()/unpend() that
-             * made it NONE; relaxed on failure: we loop and re-read */
-            if (atomic_compare_exchange_strong_explicit(m, &none, SMOE__MAP_PENDING,
-                                                        memory_order_acquire,
-                                                        memory_order_relaxed))
-                return load_new(s, key, kflags);
+            if (smoe__map_try_reserve(s, key))
+                return load_into_new_slot(s, key, kflags);
             continue;
         }
         if (me == SMOE__MAP_PENDING) {
@@ -313,18 +285,12 @@ int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
                 sched_yield();
             continue;
         }
-        uint32_t v = smoe__map_slot(me);
-        /* acquire: pairs with the release CAS that gave the slot this key */
-        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire);
-        int r = found(s, v, w, key, smoe__map_gen(me), kflags);
-        if (r != -1)
+        int r;
+        if (join_slot(s, smoe__map_slot(me), key, smoe__map_gen(me), kflags, &r))
             return r;
         /* Stale entry: the slot went to another expert. Clear it (the
-         * evictor does too; whoever is first wins) and look again.
-         * release: pairs with the acquire of the NONE -> PENDING CAS */
-        atomic_compare_exchange_strong_explicit(m, &me, SMOE__MAP_NONE,
-                                                memory_order_release,
-                                                memory_order_relaxed);
+         * evictor does too; whoever is first wins) and look again. */
+        smoe__map_clear(s, key, me);
     }
 }
 
@@ -371,34 +337,18 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert)
         return smoe__fail(SMOE_ENOENT, "cancel: no expert (layer %u, expert %u) in %s",
                           layer, expert, s->vault.path);
     const uint32_t key = layer * s->vault.experts + expert;
-    _Atomic uint64_t *m = map_of(s, key);
-    /* acquire: pairs with the release store of the entry in load_new */
-    uint64_t me = atomic_load_explicit(m, memory_order_acquire);
+    uint64_t me = smoe__map_lookup(s, key);
     if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
         return SMOE_ENOTRESIDENT;
-    const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
-    /* acquire: pairs with the release CAS that gave the slot this key */
-    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_acquire), nw;
-    do {
-        if (smoe__w_key(w) != key || smoe__w_gen(w) != gen ||
-            smoe__w_state(w) != SMOE__LOADING)
-            return SMOE_ENOTRESIDENT;
-        if ((w & SMOE__W_STARTED) || smoe__w_pins(w) || !(w & SMOE__W_SPEC))
-            return SMOE_EBUSY;
-        /* EMPTY under a new generation: the queued tokens no longer match */
-        nw = ((uint64_t)((gen + 1) & ((1u << SMOE__W_GEN_BITS) - 1)) << SMOE__W_GEN_SHIFT) |
-             SMOE__EMPTY;
-        /* acq_rel: as the victim CAS in load_new; failure reloads w */
-    } while (!atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire));
-    /* release: as in evicted(); failure means someone cleared it already */
-    atomic_compare_exchange_strong_explicit(m, &me, SMOE__MAP_NONE, memory_order_release,
-                                            memory_order_relaxed);
+    const uint32_t v = smoe__map_slot(me);
+    uint64_t w;
+    int r = smoe__slot_cancel(s, v, key, smoe__map_gen(me), &w);
+    if (r < 0)
+        return r;
+    smoe__map_clear(s, key, me);
     SMOE__COUNT(s, c_spec_cancelled, 1);
     if (!(w & SMOE__W_PREWARM))
         smoe__spec_put(s);
-    if (w & SMOE__W_WAITERS)
-        smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
+    smoe__slot_wake_waiters(s, v, w);
     return 0;
 }

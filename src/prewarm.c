@@ -54,8 +54,8 @@ static uint32_t owned_slots(struct smoe_stream *s)
 {
     uint32_t n = 0;
     for (uint32_t v = 0; v < s->ring.nslots; v++) {
-        /* relaxed: a count to stop at; a stale word only moves it by one */
-        uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+        /* a count to stop at; a stale word only moves it by one */
+        uint64_t w = smoe__slot_peek(&s->ring, v);
         unsigned st = smoe__w_state(w);
         if ((w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0 &&
             (st == SMOE__READY || st == SMOE__LOADING))
@@ -116,15 +116,7 @@ static void wait_landed(struct smoe_stream *s, uint32_t key)
         uint32_t q = atomic_load(&pw->seq);
         if (atomic_load(&s->busy) || stopped(s))
             return;
-        /* relaxed (both): only polls the read's progress; nothing is read
-         * through these words */
-        uint64_t me = atomic_load_explicit(&s->map[key], memory_order_relaxed);
-        if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
-            return;
-        uint64_t w = atomic_load_explicit(&s->ring.word[smoe__map_slot(me)],
-                                          memory_order_relaxed);
-        if (smoe__w_key(w) != key || smoe__w_gen(w) != smoe__map_gen(me) ||
-            smoe__w_state(w) != SMOE__LOADING)
+        if (!smoe__slot_loading(s, key))
             return;
         smoe__park_wait(&pw->seq, q, 1000000);
     }

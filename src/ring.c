@@ -67,18 +67,10 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         return smoe__fail(SMOE_ENOMEM, "ring: out of memory for %u slot words", nslots);
     }
     for (uint32_t i = 0; i < nslots; i++) {
-        atomic_init(&r->word[i], SMOE__EMPTY);
         atomic_init(&r->tick[i], 0);
-        atomic_init(&r->err[i], 0);
-        atomic_init(&r->fault[i].what, SMOE__FAULT_NONE);
-        atomic_init(&r->fault[i].eno, 0);
-        atomic_init(&r->fault[i].tries, 0);
-        atomic_init(&r->fault[i].off, 0);
-        atomic_init(&r->fault[i].len, 0);
-        atomic_init(&r->chunk_next[i], 0);
-        atomic_init(&r->chunk_left[i], 0);
         atomic_init(&r->t_queued[i], 0);
     }
+    smoe__slots_init(r);
     return 0;
 }
 

@@ -1,5 +1,10 @@
 /*
- * slot.h - the packed slot word and the residency map entry.
+ * slot.h - a slot's shared state: the packed slot word, the chunk counter
+ * of the load in progress, the residency map entry, the failed load's
+ * record, and the ring that holds them for every slot; and the slot
+ * protocol's functions (slot.c), the only code that changes any of them.
+ * The state machine, its invariants and each transition's memory orders
+ * are at the top of slot.c.
  *
  * Every slot's whole state lives in one 64-bit word so that each transition
  * is a single compare-exchange: a claimer checks identity, state and
@@ -18,25 +23,18 @@
  *   bits 22..43  key         layer * experts + expert (2^22 experts)
  *   bits 44..63  gen         bumped each time the slot takes a new key
  *
- * State machine (all moves are CAS on the word):
- *
- *   EMPTY ─reserve─► LOADING ─worker─► READY ─claim─► CONSUMED ─┐
- *                      ▲   └─worker─► FAILED                   │ refs 0:
- *                      └─────── evict (idle: no refs, no pins) ◄┘ retained
- *
- * A CONSUMED slot with refs 0 is retained: its data and key stay, and a
- * claim of the same key is a hit. FAILED keeps its key and error until a
- * prefetch of that key retries the read (LOADING, same slot, same gen, a
- * new arming: see chunk_next below) or an evictor takes the slot. Each
- * demand prefetch adds a pin and each claim (that takes a reference, or
- * reports a failed read) removes one, if any: every demand prefetch is
- * honoured by one claim. The low 32 bits hold state, flags, pins and refs,
- * so a futex on them sees every state change.
+ * The low 32 bits hold state, flags, pins and refs, so a futex on them
+ * sees every state change.
  */
 #ifndef SMOE_SLOT_H
 #define SMOE_SLOT_H
 
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "io.h"
+#include "platform/region.h"
 
 enum {
     SMOE__EMPTY = 0,
@@ -95,7 +93,7 @@ static inline uint64_t smoe__w_new_load(uint64_t old, uint32_t key, uint64_t fla
 }
 
 /*
- * chunk_next (src/worker.c): the arming whose chunks are being handed out,
+ * chunk_next: the arming whose chunks are being handed out,
  * the size they are read in, and the next chunk to hand out.
  *
  *   bits  0..31  next chunk index
@@ -142,5 +140,189 @@ static inline uint64_t smoe__map_make(uint32_t slot, uint32_t gen)
 }
 static inline uint32_t smoe__map_slot(uint64_t m) { return (uint32_t)m - 2; }
 static inline uint32_t smoe__map_gen(uint64_t m) { return (uint32_t)(m >> 32); }
+
+/* What a FAILED slot's message adds to its error (claim.c). */
+enum {
+    SMOE__FAULT_NONE = 0, /* nothing (a checksum mismatch, a shutdown) */
+    SMOE__FAULT_READ,     /* the read: where, how much, errno, attempts */
+    SMOE__FAULT_PADDING   /* the padding is not zero: off is its first such byte */
+};
+
+/* Why slot v's load failed, next to ring.err[v]: written by the worker
+ * that sets the error, read by a claimer that sees FAILED, and ordered as
+ * err is (slot.c). */
+typedef struct smoe__slot_fault {
+    _Atomic uint32_t what;  /* SMOE__FAULT_* */
+    _Atomic int eno;        /* smoe__io_fail's fields */
+    _Atomic uint32_t tries;
+    _Atomic uint64_t off;
+    _Atomic uint64_t len;
+} smoe__slot_fault;
+
+/* A copy of one, taken by the claimer. */
+typedef struct smoe__fault {
+    uint32_t what;
+    smoe__io_fail io;
+} smoe__fault;
+
+/* The ring: one region, slot words and LRU ticks in dense arrays so a
+ * victim scan reads a few compact cache lines per 8 slots (ring.c). */
+typedef struct smoe__ring {
+    uint8_t *base;       /* 16 KiB-aligned: mem.base */
+    uint64_t len;        /* nslots * stride */
+    uint64_t stride;     /* multiple of 16 KiB */
+    uint32_t nslots;
+    smoe__region mem;    /* the mapping (platform/region.h) */
+    _Atomic uint64_t *word;  /* nslots: the packed slot words */
+    _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
+    _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
+    smoe__slot_fault *fault; /* nslots: why, for the claimer's message */
+    /* Chunked reads of the load in progress: */
+    _Atomic uint64_t *chunk_next; /* nslots: arming, chunk size, next chunk (above) */
+    _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
+    _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
+} smoe__ring;
+
+/* Slot v's word, for a decision the caller may act on: acquire, pairs with
+ * the release CAS that last changed the word (a release by a claimer, a
+ * publication by a worker), so the slot is seen with its readers done. */
+static inline uint64_t smoe__slot_word(const smoe__ring *r, uint32_t v)
+{
+    return atomic_load_explicit(&r->word[v], memory_order_acquire);
+}
+
+/* Slot v's word, to count, rank or poll only (statistics, pre-warm's
+ * headroom): relaxed, nothing is read through it. */
+static inline uint64_t smoe__slot_peek(const smoe__ring *r, uint32_t v)
+{
+    return atomic_load_explicit(&r->word[v], memory_order_relaxed);
+}
+
+/* ---- the slot protocol (slot.c) ---------------------------------------- */
+
+struct smoe_stream;
+
+/* Every slot EMPTY, no error, no arming (the ring's arrays just allocated). */
+void smoe__slots_init(smoe__ring *r);
+
+/* n map entries, every one NONE (the map just allocated). */
+void smoe__map_init(_Atomic uint64_t *map, size_t n);
+/* The residency map entry of key: NONE, PENDING, or (slot, gen). */
+uint64_t smoe__map_lookup(struct smoe_stream *s, uint32_t key);
+/* NONE -> PENDING: 1 when this caller is the one to choose key's slot. */
+int smoe__map_try_reserve(struct smoe_stream *s, uint32_t key);
+/* PENDING -> NONE: the reservation found no slot. */
+void smoe__map_unreserve(struct smoe_stream *s, uint32_t key);
+/* PENDING -> (v, gen): key's load is in slot v. */
+void smoe__map_point(struct smoe_stream *s, uint32_t key, uint32_t v, uint32_t gen);
+/* entry -> NONE, if key's entry is still `entry` (a stale one; the old key
+ * of an evicted or cancelled slot). */
+void smoe__map_clear(struct smoe_stream *s, uint32_t key, uint64_t entry);
+
+/*
+ * Take slot v, seen as *w by a victim pick (EMPTY, or idle), for a new load
+ * of key: LOADING, STARTED until armed, the flags of kflags (SMOE__W_SPEC,
+ * SMOE__W_PREWARM; none: demand, which adds a pin), a new gen (*gen).
+ * 1: taken, *w is the word it replaced; 0: the word moved (pick again).
+ */
+int smoe__slot_reserve(struct smoe_stream *s, uint32_t v, uint64_t *w, uint32_t key,
+                       uint64_t kflags, uint32_t *gen);
+
+/* How smoe__slot_join found the slot the map named. */
+typedef enum smoe__join {
+    SMOE__JOIN_GONE,      /* it no longer holds key (or is EMPTY): look again */
+    SMOE__JOIN_PINS_FULL, /* demand: SMOE__W_PIN_MAX pins already; nothing changed */
+    SMOE__JOIN_NEED_ROOM, /* demand, FAILED: reserve the retry's tokens' room, call again */
+    SMOE__JOIN_NO_RETRY,  /* speculative, FAILED: only demand retries; nothing changed */
+    SMOE__JOIN_RESIDENT,  /* READY or CONSUMED: pinned if demand */
+    SMOE__JOIN_INFLIGHT,  /* LOADING: pinned if demand (the first pin of a queued
+                           * speculative read makes it a demand read) */
+    SMOE__JOIN_RETRY      /* was FAILED: LOADING again under the same gen, pinned
+                           * and STARTED; arm it (smoe__slot_arm) */
+} smoe__join;
+
+/*
+ * Join key's load or blob in slot v (the map's entry: gen). A demand join
+ * adds a pin, or re-arms a FAILED read when the caller holds the retry's
+ * queue room (room); a speculative one changes nothing. *w: the word
+ * before the change.
+ */
+smoe__join smoe__slot_join(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                           int demand, int room, uint64_t *w);
+
+/*
+ * Arm slot v's load (LOADING under gen, key key, reserved or re-armed:
+ * STARTED) for its chunks in the demand or the speculative size: error
+ * cleared, a new arming in chunk_next, and STARTED dropped, so that a
+ * queued speculative read can be cancelled until a worker takes a chunk.
+ * Returns the chunk count: the caller queues one token per chunk.
+ */
+uint32_t smoe__slot_arm(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                        int demand);
+
+/*
+ * Cancel key's queued speculative load in slot v (gen): EMPTY under gen + 1,
+ * so that its tokens no longer match. 0 (*w: the word cancelled),
+ * SMOE_ENOTRESIDENT (not that load), SMOE_EBUSY (started, pinned or demand).
+ */
+int smoe__slot_cancel(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                      uint64_t *w);
+
+/* A worker holds a token of slot v's load gen: mark it STARTED (no longer
+ * cancellable). 1 (*key: its expert), or 0 for a stale token (cancelled,
+ * evicted, published, another load). */
+int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *key);
+/* Take the next chunk of the current arming of slot v's load gen, of a blob
+ * of `padded` bytes: 1 with its offset and length, 0 when none is left (or
+ * the load is not armed yet). */
+int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint64_t padded,
+                          uint64_t *off, uint64_t *len);
+/* A chunk of slot v's load failed with err: the first error wins, and its
+ * fault record (what, why: NULL for none) is written beside it. */
+void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, int err, uint32_t what,
+                             const smoe__io_fail *why);
+/* A chunk of slot v's load landed (read or failed): 1 for the last one,
+ * whose worker then finishes the load (smoe__slot_load_error, publish). */
+int smoe__slot_chunk_landed(struct smoe_stream *s, uint32_t v);
+/* The finished load's error: 0 when every chunk was read. */
+int smoe__slot_load_error(struct smoe_stream *s, uint32_t v);
+/* Record why slot v's load failed where no chunk did (verification). */
+void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t what,
+                           const smoe__io_fail *f);
+/* Publish slot v's finished load: READY (err 0) or FAILED(err); returns the
+ * speculation budget unit of an unpinned speculative read, gives the slot
+ * a fresh tick and wakes its waiters. */
+void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err);
+
+/* What one claim attempt found (smoe__slot_claim). */
+typedef enum smoe__claim_step {
+    SMOE__CLAIM_TAKEN,     /* a reference taken (and a pin removed, if any) */
+    SMOE__CLAIM_LOADING,   /* a read in flight: *w is the word to park on */
+    SMOE__CLAIM_GONE,      /* the slot no longer holds key */
+    SMOE__CLAIM_REFS_FULL, /* SMOE__W_REF_MAX references already */
+    SMOE__CLAIM_FAILED     /* the load failed: *err and *why; a pin removed, if any */
+} smoe__claim_step;
+
+/* Claim key's blob in slot v (the map's entry: gen). On TAKEN *w is the
+ * word before (READY: first claim; CONSUMED: a hit); on LOADING the word to
+ * park on. */
+smoe__claim_step smoe__slot_claim(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                                  uint64_t *w, int *err, smoe__fault *why);
+/* Park on slot v until its word moves from w, at most ns (and 100 ms). */
+void smoe__slot_park(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns);
+/* Drop a reference to key's blob (gen) in slot v: 0, or -1 when the slot
+ * holds no reference to it. */
+int smoe__slot_release(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen);
+
+/* Wake the claimers parked on slot v, if w (the word a move replaced) says
+ * there are any. */
+void smoe__slot_wake_waiters(struct smoe_stream *s, uint32_t v, uint64_t w);
+/* 1 while key's load is in flight (LOADING in the slot its entry names).
+ * A poll: nothing is read through it. */
+int smoe__slot_loading(struct smoe_stream *s, uint32_t key);
+/* smoe_shutdown: no claimer stays parked on any slot. */
+void smoe__slots_shutdown(struct smoe_stream *s);
+/* References held on every slot. */
+uint64_t smoe__slots_refs(struct smoe_stream *s);
 
 #endif

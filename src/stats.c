@@ -43,7 +43,7 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.slot_bytes = s->ring.stride;
     f.ring_bytes = s->ring.len;
     for (uint32_t v = 0; v < s->ring.nslots; v++) {
-        uint64_t w = LOAD(s->ring.word[v]);
+        uint64_t w = smoe__slot_peek(&s->ring, v);
         if (smoe__w_refs(w))
             f.slots_referenced++;
         switch (smoe__w_state(w)) {

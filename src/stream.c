@@ -284,8 +284,7 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
         r = smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
         goto fail;
     }
-    for (size_t i = 0; i < nkeys; i++)
-        atomic_init(&s->map[i], SMOE__MAP_NONE);
+    smoe__map_init(s->map, nkeys);
     s->eviction = o.eviction ? o.eviction : SMOE__DEFAULT_EVICTION;
     if (s->eviction == SMOE_EVICT_REUSE && (r = smoe__reuse_init(s)) < 0)
         goto fail;
@@ -335,14 +334,8 @@ SMOE_API int smoe_shutdown(smoe_stream *s)
     /* Workers: a new work_seq makes any parked or parking worker return. */
     atomic_fetch_add(&s->work_seq, 1);
     smoe__park_wake(&s->work_seq, INT_MAX);
-    /* Claimers: clearing WAITERS changes the word they sleep on, so one
-     * that is about to sleep cannot miss this; seq_cst pairs with the
-     * claimer's CAS setting WAITERS before it reads stop. */
-    for (uint32_t v = 0; v < s->ring.nslots; v++) {
-        uint64_t w = atomic_fetch_and(&s->ring.word[v], ~SMOE__W_WAITERS);
-        if (w & SMOE__W_WAITERS)
-            smoe__park_wake(smoe__low32(&s->ring.word[v]), INT_MAX);
-    }
+    /* Claimers: none stays parked on a slot. */
+    smoe__slots_shutdown(s);
     return 0;
 }
 
@@ -351,9 +344,7 @@ SMOE_API int smoe_close(smoe_stream *s)
     if (!s)
         return 0;
     if (!(s->flags & SMOE_OPEN_FORCE_CLOSE)) {
-        uint64_t held = 0;
-        for (uint32_t v = 0; v < s->ring.nslots; v++)
-            held += smoe__w_refs(atomic_load(&s->ring.word[v]));
+        uint64_t held = smoe__slots_refs(s);
         if (held)
             return smoe__fail(SMOE_EBUSY, "close: %llu references are still held; release "
                               "them first (or open with SMOE_OPEN_FORCE_CLOSE)",

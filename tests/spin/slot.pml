@@ -11,8 +11,8 @@
  *   err[v], cnext[v], cleft[v]
  *             ring.err, ring.chunk_next (the arming: gen and attempt; its
  *             chunk size; the next chunk to hand out) and ring.chunk_left
- *             (chunks not landed) of the load in progress (src/internal.h,
- *             src/slot.h, src/worker.c).
+ *             (chunks not landed) of the load in progress (src/slot.h;
+ *             every move of them is src/slot.c's).
  *   dq, sq    the demand and speculative queues (src/mpmc.h): FIFO
  *             channels of chunk tokens (slot, gen).
  *   droom, sroom
@@ -24,7 +24,8 @@
  *
  * Processes: host (a thread calling smoe_prefetch, smoe_claim_wait,
  * smoe_claim, smoe_release, smoe_cancel), worker (src/worker.c), shutdown
- * (smoe_shutdown in src/stream.c), quiescent (checks the final state).
+ * (smoe_shutdown in src/stream.c, smoe__slots_shutdown in src/slot.c),
+ * quiescent (checks the final state).
  *
  * Steps. Every process is a loop over a program counter `pc`; each option
  * of the loop is one step: one atomic operation of the C code on shared
@@ -32,14 +33,14 @@
  * or wake) together with the thread-local work that follows it up to the
  * next shared access. Each step is commented with the C function it
  * models. A C CAS loop whose every iteration reloads the word and decides
- * again from it, with no other effect between iterations (claim_once,
- * found, release, run_request's STARTED CAS, the STARTED clear of
- * smoe__load_start, smoe_cancel, smoe__slot_publish), is one atomic
+ * again from it, with no other effect between iterations (smoe__slot_claim,
+ * smoe__slot_join, smoe__slot_release, smoe__slot_start, the STARTED clear
+ * of smoe__slot_arm, smoe__slot_cancel, smoe__slot_publish), is one atomic
  * read-modify-write step: the loop ends with the CAS that succeeds (or a
  * decision on a value loaded), and that is the step. A CAS from a word
- * seen earlier (the victim CAS of load_new, the WAITERS CAS of
- * park_on_slot, the map CASes) stays a CAS from that older value; so does
- * run_request's chunk CAS, whose chunk size comes from the value loaded
+ * seen earlier (the victim CAS of smoe__slot_reserve, the WAITERS CAS of
+ * smoe__slot_park, the map CASes) stays a CAS from that older value; so
+ * does smoe__slot_take_chunk's CAS, whose chunk size comes from the value loaded
  * (with two workers, or OLD_CHUNK_REARM, the load and the CAS are steps of
  * their own). Where two operations of one thread are merged into one step,
  * the comment of the step says why no other thread can tell.
@@ -47,7 +48,7 @@
  * Futexes: a parked thread sleeps until a wake on its address clears its
  * csleep / wsleep entry; the wait compares the word with the value it
  * expects in the same step as falling asleep, as the kernel does. The
- * 100 ms backstop of park_on_slot (SMOE__PARK_MAX_NS) is left out, so a
+ * 100 ms backstop of smoe__slot_park (SMOE__PARK_MAX_NS) is left out, so a
  * lost wake-up is an invalid end state (a thread asleep for ever); with
  * -DBACKSTOP it is a wake-up that comes once nothing else can move.
  *
@@ -68,7 +69,7 @@
  *   WORKER_FUTEX          model the workers' idle/work_seq futex protocol
  *                         step by step; without it an idle worker waits
  *                         for a token or stop.
- *   BACKSTOP              add park_on_slot's 100 ms backstop.
+ *   BACKSTOP              add smoe__slot_park's 100 ms backstop.
  *   ROOM                  model the queues' room reservations (set by the
  *                         configurations that limit the room, cfg16).
  * Known-bad variants, each of which spin must reject:
@@ -92,11 +93,11 @@
  *                         load is armed takes a chunk of whatever load the
  *                         counters were left at (assertion).
  * Earlier behaviours of the C code, each of which spin must reject:
- *   OLD_STOP_PARK         park_on_slot returns on stop without clearing
+ *   OLD_STOP_PARK         smoe__slot_park returns on stop without clearing
  *                         WAITERS: a second claimer sleeps through the
  *                         shutdown (invalid end state).
  *   OLD_ASK_ONCE          smoe_claim_wait asks (upgrades a speculative read)
- *                         once per call, and evicted() wakes nobody: a
+ *                         once per call, and an eviction wakes nobody: a
  *                         claimer parked on a speculative read sleeps
  *                         through its cancellation (invalid end state).
  *   PIN_FAILED            a claim that reports a FAILED slot's error leaves
@@ -357,8 +358,8 @@
 #define NEW_LOAD(old, k, flags) \
     (LOADING | (flags) | ((k) << W_KEY_SHIFT) | \
      (((GEN(old) + 1) % GEN_MOD) << W_GEN_SHIFT))
-/* What a reservation adds (load_new, found's retry): STARTED until
- * smoe__load_start has armed the chunk counters. */
+/* What a reservation adds (smoe__slot_reserve, smoe__slot_join's retry):
+ * STARTED until smoe__slot_arm has armed the chunk counters. */
 #ifdef BAD_ARM_UNSTARTED
 #define W_RESERVED 0
 #else
@@ -531,7 +532,7 @@ inline spec_put()
     spec_inflight--
 }
 
-/* park.c smoe__park_wake(&work_seq, n), n >= the number of workers here:
+/* platform/park_linux.c smoe__park_wake(&work_seq, n), n >= the number of workers here:
  * every parked worker. */
 inline wake_workers()
 {
@@ -543,7 +544,7 @@ inline wake_workers()
     ci = 0
 }
 
-/* park.c smoe__park_wake(low32(&word[V]), INT_MAX): every host parked on V. */
+/* platform/park_linux.c smoe__park_wake(low32(&word[V]), INT_MAX): every host parked on V. */
 inline wake_slot(V)
 {
     ci = 0;
@@ -568,38 +569,38 @@ inline wake_slot(V)
 #define H_DONE     2    /* the call returned */
 #define PF_MAP     11   /* smoe__prefetch_key: load map[k] */
 #define PF_PEND    12   /* ... CAS NONE -> PENDING */
-#define PF_BUDGET  13   /* load_new: spec_budget_take */
+#define PF_BUDGET  13   /* load_into_new_slot: spec_budget_take */
 #define PF_PICK    14   /* smoe__evict_pick: load word[ei] */
-#define PF_TAKE    15   /* load_new: the victim CAS */
-#define PF_EVICTED 16   /* evicted(): clear the old key's entry */
-#define PF_EVPUT   17   /* evicted(): a cancelled read's budget unit */
-#define PF_STORE   18   /* load_new: store map[k] = (slot, gen) */
-#define PF_PUTUN   19   /* load_new: no victim, give the budget unit back */
-#define PF_UNPEND  20   /* unpend(): map[k] = NONE */
-#define PF_FOUND   21   /* found(): load the word, CAS it */
-#define PF_UPPUT   22   /* found(): an upgrade gives the unit back */
+#define PF_TAKE    15   /* smoe__slot_reserve: the victim CAS */
+#define PF_EVICTED 16   /* smoe__map_clear: the old key's entry */
+#define PF_EVPUT   17   /* count_eviction: a cancelled read's budget unit */
+#define PF_STORE   18   /* smoe__map_point: store map[k] = (slot, gen) */
+#define PF_PUTUN   19   /* no_slot: no victim, give the budget unit back */
+#define PF_UNPEND  20   /* smoe__map_unreserve: map[k] = NONE */
+#define PF_FOUND   21   /* smoe__slot_join: load the word, CAS it */
+#define PF_UPPUT   22   /* upgrade: the budget unit back */
 #define PF_STALE   23   /* smoe__prefetch_key: clear a stale entry */
-#define PF_EVWAKE  24   /* evicted(): wake the old word's waiters */
-#define PF_ROOM    27   /* load_new: smoe__mpmc_reserve (ROOM) */
-#define AR_ARM     25   /* smoe__load_start: err, chunk_left, chunk_next */
-#define AR_CLR     26   /* smoe__load_start: CAS loop clearing STARTED */
-#define AR_NEXT    28   /* (OLD_CHUNK_REARM) smoe__load_start: store chunk_next */
-#define Q_PUSH     30   /* smoe__load_tokens: smoe__mpmc_push, one token */
-#define Q_SEQ      31   /* smoe__workers_notify: work_seq++ */
+#define PF_EVWAKE  24   /* smoe__slot_wake_waiters: the old word's */
+#define PF_ROOM    27   /* load_into_new_slot: smoe__mpmc_reserve (ROOM) */
+#define AR_ARM     25   /* smoe__slot_arm: err, chunk_left, chunk_next */
+#define AR_CLR     26   /* smoe__slot_arm: CAS loop clearing STARTED */
+#define AR_NEXT    28   /* (OLD_CHUNK_REARM) smoe__slot_arm: store chunk_next */
+#define Q_PUSH     30   /* smoe__workers_enqueue: smoe__mpmc_push, one token */
+#define Q_SEQ      31   /* notify_workers: work_seq++ */
 #define Q_IDLE     32   /* ... load idle */
 #define Q_WAKE     33   /* ... futex wake n workers */
 #define CW_TOP     40   /* smoe_claim_wait: loop top, load stop */
-#define CO_MAP     42   /* claim_once: load map[k] */
-#define CO_WORD    43   /* claim_once: load the word, CAS loop */
+#define CO_MAP     42   /* claim_once: smoe__map_lookup */
+#define CO_WORD    43   /* smoe__slot_claim: load the word, CAS loop */
 #define CW_YIELD   44   /* smoe_claim_wait: sched_yield, poll again */
-#define CW_PARK    45   /* park_on_slot: CAS WAITERS (or load stop) */
-#define CW_STOP    46   /* park_on_slot: load stop */
-#define CW_FUTEX   47   /* park_on_slot: futex wait: compare and sleep */
+#define CW_PARK    45   /* smoe__slot_park: CAS WAITERS (or load stop) */
+#define CW_STOP    46   /* smoe__slot_park: load stop */
+#define CW_FUTEX   47   /* smoe__slot_park: futex wait: compare and sleep */
 #define CW_SLEEP   48   /* ... asleep until woken */
 #define CO_INC     49   /* (BAD_TWO_STEP_CLAIM) the separate increment */
-#define CO_ERR     51   /* claim_once: FAILED: load err */
-#define CO_UNPIN   54   /* claim_once: FAILED: CAS a pin off */
-#define CW_STOPCLR 52   /* park_on_slot saw stop: clear WAITERS */
+#define CO_ERR     51   /* smoe__slot_claim, claim_failed: load err */
+#define CO_UNPIN   54   /* smoe__slot_claim, claim_failed: CAS a pin off */
+#define CW_STOPCLR 52   /* smoe__slot_park saw stop: clear WAITERS */
 #define CW_STOPWAKE 53  /* ... and wake the slot */
 #define RL_REL     50   /* the caller reads the blob, smoe_release */
 #define CA_MAP     60   /* smoe_cancel: load map[k] */
@@ -710,7 +711,7 @@ inline poll_again()
 }
 
 /*
- * park_on_slot saw stop: clear WAITERS and wake the slot's sleepers (as
+ * smoe__slot_park saw stop: clear WAITERS and wake the slot's sleepers (as
  * smoe_shutdown does), then return (the loop top returns ESHUTDOWN). This
  * claimer may have set WAITERS again after smoe_shutdown cleared it, under
  * a claimer that saw stop == 0 and is about to sleep.
@@ -724,8 +725,9 @@ inline park_stopped()
 #endif
 }
 
-/* evicted(), after the map CAS: a cancelled speculative read gives its
- * budget unit back; then the old word's waiters are woken. */
+/* load_into_new_slot, the previous owner, after smoe__map_clear: a
+ * cancelled speculative read gives its budget unit back (count_eviction);
+ * then the old word's waiters are woken (smoe__slot_wake_waiters). */
 inline evicted_wake()
 {
     if
@@ -749,7 +751,8 @@ inline pick_start()
     ei = 0; eclass = 4; ebest = NOSLOT; ebw = 0; ew = 0; efailed = 0
 }
 
-/* smoe__load_start(V, G, DEM): arm the load, then queue its tokens (one
+/* smoe__slot_arm(V, G, DEM), then smoe__workers_enqueue: arm the load,
+ * then queue its tokens (one
  * per chunk: NCH_D, or NCH_S for a speculative load) on the demand queue
  * if DEM, else on the speculative one. Only the result pr is still needed
  * after that. */
@@ -760,7 +763,7 @@ inline load_start(DEM, V, G)
     efailed = 0
 }
 
-/* smoe__load_tokens(V, G, NCH_S, 1): more demand tokens (an upgrade of a
+/* smoe__workers_enqueue(V, G, NCH_S, 1): more demand tokens (an upgrade of a
  * load armed in speculative chunks). */
 inline load_tokens(V, G)
 {
@@ -770,8 +773,9 @@ inline load_tokens(V, G)
 
 /*
  * Queue room (ROOM): the C code reserves room for a load's tokens before it
- * takes a slot (load_new), a retry's before its CAS (found), an upgrade's
- * after it (found), and a worker gives one token's back after its pop.
+ * takes a slot (load_into_new_slot), a retry's before its CAS (join_slot),
+ * an upgrade's after it (upgrade), and a worker gives one token's back
+ * after its pop.
  * Configurations without ROOM never run out of room (their queues never
  * hold more than QCAP tokens: asserted at every push), so the counters
  * are left out there. A reservation, and the room a worker gives back, is
@@ -798,7 +802,7 @@ proctype host(byte id; int ops; int keys; byte nops)
     byte pret, pr, pv, pg, ei, eclass, ebest;
     bit efailed;
     int pme, pw, pnw, ew, ebw;
-    /* smoe__load_start, smoe__load_tokens */
+    /* smoe__slot_arm, smoe__workers_enqueue */
     bit qdem;
     byte qv, qg, qn;
     /* claim */
@@ -857,7 +861,7 @@ progress_call:                              /* a call returned */
         :: else -> pv = MAP_SLOT(pme); pg = MAP_GEN(pme); pc = PF_FOUND
         fi
        }
-    :: d_step {                             /* smoe__prefetch_key: CAS map[k] NONE -> PENDING */
+    :: d_step {                             /* smoe__map_try_reserve: CAS map[k] NONE -> PENDING */
         pc == PF_PEND ->
         if
         :: map[k] == MAP_NONE ->
@@ -870,14 +874,14 @@ progress_call:                              /* a call returned */
         :: else -> pc = PF_MAP
         fi
        }
-    :: d_step {                             /* load_new: spec_budget_take (CAS loop) */
+    :: d_step {                             /* load_into_new_slot: spec_budget_take (CAS loop) */
         pc == PF_BUDGET ->
         if
         :: spec_inflight < SPEC_CAP -> spec_inflight++; pc = PF_ROOM
         :: else -> pr = P_SKIPPED; pc = PF_UNPEND
         fi
        }
-    :: d_step {                             /* load_new: smoe__mpmc_reserve of the load's tokens */
+    :: d_step {                             /* load_into_new_slot: smoe__mpmc_reserve of the load's tokens */
         pc == PF_ROOM ->
 #ifdef RESERVE
         if
@@ -933,7 +937,7 @@ progress_call:                              /* a call returned */
         fi;
         ew = 0
        }
-    :: d_step {                             /* load_new: acq_rel CAS word[v]: w -> new load */
+    :: d_step {                             /* smoe__slot_reserve: acq_rel CAS word[v]: w -> new load */
         pc == PF_TAKE ->
 #ifndef GEN_WRAPS
         assert(GEN(pw) + 1 < GEN_MOD);
@@ -960,7 +964,7 @@ progress_call:                              /* a call returned */
         :: else -> pick_start(); pc = PF_PICK     /* the word moved: pick again */
         fi
        }
-    :: d_step {                             /* evicted(): CAS map[old key] (v, old gen) -> NONE */
+    :: d_step {                             /* smoe__map_clear: CAS map[old key] (v, old gen) -> NONE */
         pc == PF_EVICTED ->
         if
         :: map[KEY(pw)] == MAP_MAKE(pv, GEN(pw)) -> map[KEY(pw)] = MAP_NONE
@@ -968,25 +972,25 @@ progress_call:                              /* a call returned */
         fi;
         evicted_put()
        }
-    :: d_step {                             /* evicted(): smoe__spec_put (a cancelled read) */
+    :: d_step {                             /* count_eviction: smoe__spec_put (a cancelled read) */
         pc == PF_EVPUT -> spec_put(); evicted_wake()
        }
-    :: d_step {                             /* evicted(): wake the waiters of the old word */
+    :: d_step {                             /* smoe__slot_wake_waiters: the old word's */
         pc == PF_EVWAKE -> wake_slot(pv); pc = PF_STORE
        }
-    :: d_step {                             /* load_new: release store map[k] = (v, gen) */
+    :: d_step {                             /* smoe__map_point: release store map[k] = (v, gen) */
         pc == PF_STORE ->
         map[k] = MAP_MAKE(pv, GEN(pnw));
         pr = P_QUEUED;
         load_start(!pspec, pv, GEN(pnw))
        }
-    :: d_step {                             /* load_new: smoe__spec_put (no victim) */
+    :: d_step {                             /* no_slot: smoe__spec_put (no victim) */
         pc == PF_PUTUN -> spec_put(); pc = PF_UNPEND
        }
-    :: d_step {                             /* unpend(): release store map[k] = NONE */
+    :: d_step {                             /* smoe__map_unreserve: release store map[k] = NONE */
         pc == PF_UNPEND -> map[k] = MAP_NONE; pf_return()
        }
-    :: d_step {                             /* found(): acquire load of the word, CAS loop */
+    :: d_step {                             /* smoe__slot_join: acquire load of the word, CAS loop */
         pc == PF_FOUND ->
         pw = word[pv];
         if
@@ -1047,7 +1051,7 @@ progress_call:                              /* a call returned */
         fi
        }
     :: d_step {
-        /* found(): the upgrade's smoe__spec_put; its chunk tokens wait
+        /* upgrade: its smoe__spec_put; its chunk tokens wait
          * behind speculative work: queue them again on the demand queue,
          * if there is room (ROOM: reserved here); without room the read
          * goes on from its speculative tokens */
@@ -1062,7 +1066,7 @@ progress_call:                              /* a call returned */
         load_tokens(pv, pg)
 #endif
        }
-    :: d_step {                             /* smoe__prefetch_key: CAS map[k] stale -> NONE */
+    :: d_step {                             /* smoe__map_clear: CAS map[k] stale -> NONE */
         pc == PF_STALE ->
         if
         :: map[k] == pme -> map[k] = MAP_NONE
@@ -1072,12 +1076,12 @@ progress_call:                              /* a call returned */
         pc = PF_MAP
        }
 
-    /* ---- smoe__load_start, smoe__load_tokens, smoe__workers_notify
-     * (worker.c) ---- */
+    /* ---- smoe__slot_arm (slot.c), smoe__workers_enqueue and
+     * notify_workers (worker.c) ---- */
 #ifndef OLD_CHUNK_REARM
     :: d_step {
         /*
-         * smoe__load_start: load chunk_next (the arming's attempt: one more
+         * smoe__slot_arm: load chunk_next (the arming's attempt: one more
          * than the last arming's if it was of this gen, a retry; else 0),
          * store err = 0, chunk_left = the load's chunks, then the release
          * store of chunk_next = (gen, attempt, chunk size, 0). Nobody else
@@ -1134,7 +1138,7 @@ progress_call:                              /* a call returned */
        }
 #endif
     :: d_step {
-        /* smoe__load_start: armed: CAS loop clearing the STARTED the
+        /* smoe__slot_arm: armed: CAS loop clearing the STARTED the
          * reservation set, while the word is this LOADING gen with STARTED */
         pc == AR_CLR ->
         if
@@ -1145,7 +1149,7 @@ progress_call:                              /* a call returned */
         fi;
         pc = Q_PUSH
        }
-    :: d_step {                             /* smoe__load_tokens: smoe__mpmc_push */
+    :: d_step {                             /* smoe__workers_enqueue: smoe__mpmc_push */
         pc == Q_PUSH ->
         if
         :: qdem -> assert(len(dq) < QCAP); dq!qv,qg
@@ -1187,7 +1191,7 @@ progress_call:                              /* a call returned */
         :: else -> cret = RET_WAIT; pc = CO_MAP
         fi
        }
-    :: d_step {                             /* claim_once: acquire load of map[k] */
+    :: d_step {                             /* claim_once: smoe__map_lookup, acquire */
         pc == CO_MAP ->
         cws = NOSLOT;
         cww = 0;
@@ -1199,7 +1203,7 @@ progress_call:                              /* a call returned */
         fi;
         cme = 0
        }
-    :: d_step {                             /* claim_once: acquire load of the word, CAS loop */
+    :: d_step {                             /* smoe__slot_claim: acquire load of the word, CAS loop */
         pc == CO_WORD ->
         cw = word[cv];
         if
@@ -1244,7 +1248,7 @@ progress_call:                              /* a call returned */
         fi
        }
     :: d_step {
-        /* claim_once, FAILED (word cw): load err. 0: a prefetch has
+        /* smoe__slot_claim, FAILED (word cw): claim_failed loads err. 0: a prefetch has
          * re-armed the slot for a retry since the word was read: look
          * again (acquire load of the word, the loop above). Else the
          * error is reported; one pin of a demand read ends first, by a
@@ -1279,7 +1283,7 @@ progress_call:                              /* a call returned */
         fi
        }
     :: d_step {
-        /* claim_once, FAILED: CAS cw -> cw with one pin less, then return
+        /* smoe__slot_claim, FAILED: CAS cw -> cw with one pin less, then return
          * the error; the CAS fails if the word moved: look again. frep:
          * every pin of the failed load has been honoured. */
         pc == CO_UNPIN ->
@@ -1322,7 +1326,7 @@ progress_call:                              /* a call returned */
          * round that may (more would only repeat states). */
         pc == CW_PARK && cspin -> cspin = 0; poll_again()
        }
-    :: d_step {                             /* park_on_slot: seq_cst CAS setting WAITERS */
+    :: d_step {                             /* smoe__slot_park: seq_cst CAS setting WAITERS */
         pc == CW_PARK ->
         cspin = 0;
         if
@@ -1346,14 +1350,14 @@ progress_call:                              /* a call returned */
             fi
         fi
        }
-    :: d_step {                             /* park_on_slot: atomic_load(&stop) */
+    :: d_step {                             /* smoe__slot_park: atomic_load(&stop) */
         pc == CW_STOP ->
         if
         :: stop -> park_stopped()
         :: else -> pc = CW_FUTEX
         fi
        }
-    :: d_step {                             /* park_on_slot: atomic_fetch_and(word, ~WAITERS) */
+    :: d_step {                             /* smoe__slot_park: atomic_fetch_and(word, ~WAITERS) */
         pc == CW_STOPCLR ->
         if
         :: (word[cws] & W_WAITERS) != 0 ->
@@ -1363,7 +1367,7 @@ progress_call:                              /* a call returned */
         :: else -> poll_again()
         fi
        }
-    :: d_step {                             /* park_on_slot: smoe__park_wake(low32(word)) */
+    :: d_step {                             /* smoe__slot_park: smoe__park_wake(low32(word)) */
         pc == CW_STOPWAKE -> wake_slot(cws); poll_again()
        }
     :: d_step {                             /* smoe__park_wait: sleep while low32 == expected */
@@ -1383,7 +1387,7 @@ progress_call:                              /* a call returned */
 #endif
 
     /* ---- the caller reads the blob; smoe_release (claim.c) ---- */
-    :: d_step {                             /* smoe_release: release CAS loop, refs - 1 */
+    :: d_step {                             /* smoe__slot_release: release CAS loop, refs - 1 */
         pc == RL_REL ->
         /* What the caller read before releasing: the slot still holds this
          * key and gen, and every chunk's bytes are the ones this load read.
@@ -1406,7 +1410,7 @@ progress_call:                              /* a call returned */
        }
 
     /* ---- smoe_cancel (prefetch.c) ---- */
-    :: d_step {                             /* acquire load of map[k] */
+    :: d_step {                             /* smoe__map_lookup: acquire load of map[k] */
         pc == CA_MAP ->
         pme = map[k];
         if
@@ -1414,7 +1418,7 @@ progress_call:                              /* a call returned */
         :: else -> pv = MAP_SLOT(pme); pg = MAP_GEN(pme); pc = CA_WORD
         fi
        }
-    :: d_step {                             /* acquire load of the word, CAS loop to EMPTY, gen + 1 */
+    :: d_step {                             /* smoe__slot_cancel: acquire load, CAS loop to EMPTY, gen + 1 */
         pc == CA_WORD ->
         pw = word[pv];
         if
@@ -1434,7 +1438,7 @@ progress_call:                              /* a call returned */
             pc = CA_MAPCLR
         fi
        }
-    :: d_step {                             /* CAS map[k] (v, gen) -> NONE */
+    :: d_step {                             /* smoe__map_clear: CAS map[k] (v, gen) -> NONE */
         pc == CA_MAPCLR ->
         if
         :: map[k] == pme -> map[k] = MAP_NONE
@@ -1450,15 +1454,15 @@ progress_call:                              /* a call returned */
         :: else -> pf_clear(); pc = H_DONE
         fi
        }
-    :: d_step {                             /* wake the waiters of the old word */
+    :: d_step {                             /* smoe__slot_wake_waiters of the old word */
         pc == CA_WAKE -> wake_slot(pv); pf_clear(); pc = H_DONE
        }
     od
 }
 
 /* ------------------------------------------------------------------ */
-/* worker (worker.c worker_main, run_request, load_done,                */
-/* smoe__slot_publish)                                                  */
+/* worker (worker.c worker_main, run_request, load_done; slot.c        */
+/* smoe__slot_start, _take_chunk, _chunk_landed, _publish)             */
 /* ------------------------------------------------------------------ */
 
 #define W_TOP    1     /* loop top: load stop, pop a token */
@@ -1467,10 +1471,10 @@ progress_call:                              /* a call returned */
 #define W_STOP2  4     /* (WORKER_FUTEX) load stop */
 #define W_FUTEX  5     /* (WORKER_FUTEX) futex wait on work_seq */
 #define W_SLEEP  6     /* (WORKER_FUTEX) asleep until woken */
-#define W_TAKE   7     /* run_request: check the word, set STARTED */
-#define W_CHUNK  8     /* run_request: load chunk_next (one worker: and take a chunk) */
-#define W_CSIZE  14    /* (OLD_CHUNK_REARM) run_request: load chunk_size */
-#define W_CCAS   15    /* run_request: CAS chunk_next: take the chunk */
+#define W_TAKE   7     /* smoe__slot_start: check the word, set STARTED */
+#define W_CHUNK  8     /* smoe__slot_take_chunk: load chunk_next (one worker: and take a chunk) */
+#define W_CSIZE  14    /* (OLD_CHUNK_REARM) the worker: load chunk_size */
+#define W_CCAS   15    /* smoe__slot_take_chunk: CAS chunk_next: take the chunk */
 #define W_READ   9     /* the chunk's read, the first error, the countdown */
 #define W_PUB    10    /* load_done, smoe__slot_publish: the release CAS */
 #define W_PUT    11    /* smoe__slot_publish: smoe__spec_put */
@@ -1545,7 +1549,7 @@ inline publish()
 }
 
 /*
- * run_request's chunk loop: acquire load of chunk_next (wcn); the chunk
+ * smoe__slot_take_chunk's loop: acquire load of chunk_next (wcn); the chunk
  * size is the arming's, from the value itself (OLD_CHUNK_REARM: a load of
  * chunk_size, wsz, as its own step); a chunk is left if the tag is the
  * token's gen and the index is below the arming's chunk count; then the
@@ -1612,7 +1616,7 @@ inline take_chunk()
  * first error (CAS err 0 -> e), the acq_rel countdown. The read and the
  * countdown are one step: the bytes are seen only through the
  * publication, and only the last chunk's countdown is followed by a read
- * of err (the relaxed load in load_done, merged here too), which a
+ * of err (smoe__slot_load_error in load_done, merged here too), which a
  * claimer's read of err (the only other one) commutes with. A failure is
  * EIO, a short read, a read stopped by shutdown, or (for the last chunk) a
  * checksum mismatch of the blob. Once a chunk of the load has failed, the
@@ -1651,7 +1655,7 @@ inline read_chunk(FAIL)
 }
 
 /*
- * run_request: acquire load of the word; CAS loop setting STARTED unless
+ * smoe__slot_start: acquire load of the word; CAS loop setting STARTED unless
  * set (by the reservation, or by a worker that took a chunk of this load).
  * Not this gen or not LOADING: a token of a cancelled, evicted, published
  * or stale load: drop it.
@@ -1751,21 +1755,21 @@ end_worker:                                 /* waiting for work is a valid end *
         pc = W_TAKE
        }
 #endif
-    :: d_step {                             /* run_request: the word (see take_token) */
+    :: d_step {                             /* smoe__slot_start: the word (see take_token) */
         pc == W_TAKE -> take_token()
        }
 #if NWORKERS > 1 || defined(OLD_CHUNK_REARM)
     /* The chunk loop step by step: the load of chunk_next (and, in the
      * earlier protocol, of chunk_size), then the CAS, then the read. */
-    :: d_step {                             /* run_request: load chunk_next (see cnext_load) */
+    :: d_step {                             /* smoe__slot_take_chunk: load chunk_next (see cnext_load) */
         pc == W_CHUNK -> cnext_load()
        }
 #ifdef OLD_CHUNK_REARM
-    :: d_step {                             /* run_request: load chunk_size (see csize_load) */
+    :: d_step {                             /* the worker: load chunk_size (see csize_load) */
         pc == W_CSIZE -> csize_load()
        }
 #endif
-    :: d_step {                             /* run_request: CAS chunk_next (see chunk_cas) */
+    :: d_step {                             /* smoe__slot_take_chunk: CAS chunk_next (see chunk_cas) */
         pc == W_CCAS -> chunk_cas()
        }
     :: d_step {                             /* the chunk's read succeeds (see read_chunk) */
@@ -1814,7 +1818,7 @@ end_worker:                                 /* waiting for work is a valid end *
 }
 
 /* ------------------------------------------------------------------ */
-/* smoe_shutdown (stream.c), or no shutdown at all                      */
+/* smoe_shutdown (stream.c, slot.c smoe__slots_shutdown), or none       */
 /* ------------------------------------------------------------------ */
 proctype shutdown()
 {

@@ -1,0 +1,546 @@
+/*
+ * slot.c - the slot protocol: every move of a slot word, of the residency
+ * map and of a load's chunk counters and error, and nothing else.
+ * prefetch.c, claim.c, worker.c, evict.c, prewarm.c and stream.c call these
+ * functions (and read words through slot.h's two loads); none of them
+ * touches those words itself. tests/spin/slot.pml models each function
+ * below, step by step (docs/internals/slot-protocol.md maps the steps).
+ *
+ * States of a slot word (slot.h has its fields). Every move is one CAS on
+ * the whole word, from the exact value the mover decided on:
+ *
+ *            reserve                  publish(0)          claim
+ *   EMPTY ─────────────► LOADING ──────────────► READY ──────────► CONSUMED
+ *     ▲                   │  ▲  │                                 │ ▲  │
+ *     └──── cancel ───────┘  │  └─ publish(err) ─► FAILED         │ └──┘ claim,
+ *           (gen + 1)        └──── join: retry ◄───┘              │      release
+ *   EMPTY, FAILED, CONSUMED without refs, unclaimed speculative READY,
+ *   queued speculative LOADING ──── reserve (eviction) ────► LOADING (new key)
+ *
+ *   smoe__slot_reserve  EMPTY or an idle victim -> LOADING | STARTED, a new
+ *                       key and gen, a pin for demand
+ *   smoe__slot_arm      LOADING | STARTED -> LOADING, once the load's chunk
+ *                       counters are armed (a new arming in chunk_next)
+ *   smoe__slot_join     a pin more (demand); the first pin of a queued
+ *                       speculative read clears SPEC (an upgrade);
+ *                       FAILED -> LOADING | STARTED, same gen (a retry)
+ *   smoe__slot_cancel   queued speculative LOADING -> EMPTY, gen + 1
+ *   smoe__slot_start    LOADING -> LOADING | STARTED (a worker has a token)
+ *   smoe__slot_take_chunk, _chunk_failed, _chunk_landed: the arming's chunks
+ *   smoe__slot_publish  LOADING -> READY or FAILED (STARTED, WAITERS cleared)
+ *   smoe__slot_claim    READY or CONSUMED -> CONSUMED, a ref more, a pin
+ *                       less; FAILED: a pin less, the error reported
+ *   smoe__slot_release  CONSUMED: a ref less
+ *   smoe__slot_park     LOADING: WAITERS set; smoe__slots_shutdown clears it
+ *
+ * Invariants:
+ *  - A slot with references is CONSUMED; it is never reserved, cancelled,
+ *    retried or published, and its bytes stay those of its (key, gen).
+ *  - A slot with pins is never reserved or cancelled: each demand prefetch
+ *    adds one, each claim that takes a reference or reports the failed
+ *    read removes one, so every demand prefetch is honoured by one claim.
+ *  - STARTED: a LOADING slot cannot be cancelled between its reservation
+ *    (or retry) and its arming, nor once a worker holds a token of it.
+ *  - Only the reserving (or retrying) thread writes chunk_next, chunk_left
+ *    and err while STARTED is set by the reservation; each arming's value
+ *    of chunk_next is new (gen, attempt), and a worker derives a chunk's
+ *    offset and length from the value its CAS succeeded on, so every chunk
+ *    of an arming is read once, in the size it was armed with.
+ *  - WAITERS is only ever on a LOADING word; every move off LOADING
+ *    (publish, a reserve that cancels, cancel) or shutdown clears it and
+ *    wakes the word, and a parked claimer sleeps only on a LOADING word.
+ *  - The map entry of key is NONE, PENDING (one prefetch choosing key's
+ *    slot), or (slot, gen); a slot changes key only with a new gen, so a
+ *    stale entry is recognisable forever and is cleared by CAS from its
+ *    exact value (never an entry re-pointed since).
+ *
+ * Memory orders, each pairing stated once (call sites below refer here):
+ *  [P] publish's release CAS (READY, FAILED) -> the acquire load or CAS of
+ *      a claim, a join, a worker's start: the blob's bytes, err and the
+ *      fault record (stored relaxed before it) are visible with the state.
+ *  [R] release's release CAS (refs - 1) and a failed claim's acq_rel unpin
+ *      -> the acq_rel CAS of reserve (and of a retry): the last reader's
+ *      reads (of the bytes, of err) happen before the slot is reused.
+ *  [K] reserve's, retry's and cancel's acq_rel CAS: acquire as [R];
+ *      release publishes the new key and gen to every later acquire of
+ *      the word.
+ *  [M] map_point's release store -> map_lookup's acquire load: the word
+ *      read next is at least the one reserve's CAS wrote. map_clear's and
+ *      map_unreserve's release -> map_try_reserve's acquire.
+ *  [A] arm's release store of chunk_next -> take_chunk's acquire load and
+ *      CAS: chunk_left, err and the fault record of the arming are seen by
+ *      a worker that takes one of its chunks. arm's release CAS clearing
+ *      STARTED -> the acq_rel CAS of a reserve or cancel that takes the
+ *      slot: the arming is complete before any reuse.
+ *  [C] the acq_rel countdown of chunk_left: each chunk's bytes and error
+ *      are released; the last one acquires all before publishing.
+ *  [W] park's seq_cst CAS setting WAITERS, then its load of stop, against
+ *      shutdown's seq_cst store of stop, then its fetch_and clearing
+ *      WAITERS: either the claimer sees stop, or shutdown clears the flag
+ *      the claimer set (and the word it would sleep on changes).
+ *
+ * Hot path: no lock, no allocation; the only system calls are futex wakes
+ * and waits (platform/park.h).
+ */
+#include <limits.h>
+
+#include "internal.h"
+#include "platform/park.h"
+#include "slot.h"
+
+/* Longest single park: a backstop, not a poll (every state change wakes). */
+#define SMOE__PARK_MAX_NS 100000000ull
+
+void smoe__slots_init(smoe__ring *r)
+{
+    for (uint32_t i = 0; i < r->nslots; i++) {
+        atomic_init(&r->word[i], SMOE__EMPTY);
+        atomic_init(&r->err[i], 0);
+        atomic_init(&r->fault[i].what, SMOE__FAULT_NONE);
+        atomic_init(&r->fault[i].eno, 0);
+        atomic_init(&r->fault[i].tries, 0);
+        atomic_init(&r->fault[i].off, 0);
+        atomic_init(&r->fault[i].len, 0);
+        atomic_init(&r->chunk_next[i], 0);
+        atomic_init(&r->chunk_left[i], 0);
+    }
+}
+
+/* ---- the residency map -------------------------------------------------- */
+
+void smoe__map_init(_Atomic uint64_t *map, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&map[i], SMOE__MAP_NONE);
+}
+
+uint64_t smoe__map_lookup(struct smoe_stream *s, uint32_t key)
+{
+    /* acquire: [M] */
+    return atomic_load_explicit(&s->map[key], memory_order_acquire);
+}
+
+int smoe__map_try_reserve(struct smoe_stream *s, uint32_t key)
+{
+    uint64_t none = SMOE__MAP_NONE;
+    /* acquire: [M], from the clear that made it NONE; relaxed on failure:
+     * the caller reads the entry again */
+    return atomic_compare_exchange_strong_explicit(&s->map[key], &none, SMOE__MAP_PENDING,
+                                                   memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+void smoe__map_unreserve(struct smoe_stream *s, uint32_t key)
+{
+    /* release: [M] (nothing was published, but the map keeps one protocol) */
+    atomic_store_explicit(&s->map[key], SMOE__MAP_NONE, memory_order_release);
+}
+
+void smoe__map_point(struct smoe_stream *s, uint32_t key, uint32_t v, uint32_t gen)
+{
+    /* release: [M] */
+    atomic_store_explicit(&s->map[key], smoe__map_make(v, gen), memory_order_release);
+}
+
+void smoe__map_clear(struct smoe_stream *s, uint32_t key, uint64_t entry)
+{
+    /* release: [M]; failure is fine (someone already cleared or re-pointed
+     * the stale entry) */
+    atomic_compare_exchange_strong_explicit(&s->map[key], &entry, SMOE__MAP_NONE,
+                                            memory_order_release, memory_order_relaxed);
+}
+
+/* ---- prefetch: reserve, join, retry, arm, cancel ------------------------ */
+
+int smoe__slot_reserve(struct smoe_stream *s, uint32_t v, uint64_t *w, uint32_t key,
+                       uint64_t kflags, uint32_t *gen)
+{
+    const int demand = !(kflags & SMOE__W_SPEC);
+    /* STARTED until smoe__slot_arm: an evictor must not cancel a load whose
+     * arming is still to come. */
+    uint64_t nw = smoe__w_new_load(*w, key,
+                                   kflags | SMOE__W_STARTED | (demand ? SMOE__W_PIN_ONE : 0));
+    /* acq_rel: [K]; relaxed on failure: the caller picks again */
+    if (!atomic_compare_exchange_strong_explicit(&s->ring.word[v], w, nw, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return 0;
+    *gen = smoe__w_gen(nw);
+    return 1;
+}
+
+/* What a join of w does, and the word it makes of it (*nw; w itself for
+ * an outcome that changes nothing: GONE, PINS_FULL, NEED_ROOM, NO_RETRY, a
+ * speculative join). */
+static smoe__join join_word(uint64_t w, uint32_t key, uint32_t gen, int demand, int room,
+                            uint64_t *nw)
+{
+    const unsigned st = smoe__w_state(w);
+    *nw = w;
+    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen || st == SMOE__EMPTY)
+        return SMOE__JOIN_GONE;
+    if (demand && smoe__w_pins(w) == SMOE__W_PIN_MAX)
+        return SMOE__JOIN_PINS_FULL;
+    switch (st) {
+    case SMOE__READY:
+    case SMOE__CONSUMED:
+        if (demand)
+            *nw += SMOE__W_PIN_ONE; /* pinned until claimed */
+        return SMOE__JOIN_RESIDENT;
+    case SMOE__LOADING:
+        if (demand) {
+            *nw += SMOE__W_PIN_ONE;
+            /* The first pin of a speculative read upgrades it; not started
+             * yet, it becomes a plain demand read. */
+            if (smoe__w_pins(w) == 0 && !(w & SMOE__W_STARTED))
+                *nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
+        }
+        return SMOE__JOIN_INFLIGHT;
+    case SMOE__FAILED:
+        if (!demand)
+            return SMOE__JOIN_NO_RETRY;
+        if (!room)
+            return SMOE__JOIN_NEED_ROOM;
+        /* LOADING again, same gen, STARTED until re-armed (as reserve) */
+        *nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM | SMOE__W_STARTED |
+                      SMOE__W_WAITERS)) |
+               SMOE__LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE;
+        return SMOE__JOIN_RETRY;
+    default:
+        return SMOE__JOIN_GONE;
+    }
+}
+
+smoe__join smoe__slot_join(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                           int demand, int room, uint64_t *w)
+{
+    /* acquire: [K], from the CAS that gave the slot this key, and [P] */
+    *w = smoe__slot_word(&s->ring, v);
+    for (;;) {
+        uint64_t nw;
+        smoe__join j = join_word(*w, key, gen, demand, room, &nw);
+        if (nw == *w)
+            return j; /* nothing to change, or an outcome that changes nothing */
+        /* acq_rel: [K] (a retry reuses the slot's memory; a pin publishes
+         * nothing but keeps one order for every move); acquire on failure:
+         * the reloaded word is decided on again */
+        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return j;
+    }
+}
+
+uint32_t smoe__slot_arm(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
+                        int demand)
+{
+    const uint32_t n = smoe__load_chunks(s, key, demand);
+    /* This arming's attempt: one more than the last arming's if that was of
+     * the same gen (a retry of a failed read), else 0. relaxed: nobody else
+     * writes chunk_next while the slot is reserved (STARTED) and not armed:
+     * the last arming's chunks were all taken before it was published (or
+     * none was, if it was cancelled), and the CAS that reserved the slot
+     * read the word that publication or cancellation wrote. */
+    uint64_t prev = atomic_load_explicit(&s->ring.chunk_next[v], memory_order_relaxed);
+    uint32_t attempt = smoe__cn_gen(prev) == gen ? smoe__cn_attempt(prev) + 1 : 0;
+    /* relaxed (all three): published by the release store of chunk_next */
+    atomic_store_explicit(&s->ring.err[v], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.chunk_left[v], n, memory_order_relaxed);
+    atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
+    /* release: [A], also for a worker that holds a token of an earlier
+     * arming of the same gen */
+    atomic_store_explicit(&s->ring.chunk_next[v], smoe__cn_make(gen, attempt, !demand),
+                          memory_order_release);
+    /* Armed: drop the STARTED the reservation set, so that a queued
+     * speculative read can be cancelled until a worker takes a chunk.
+     * Nobody else can move the slot meanwhile: it is not cancellable, and
+     * no worker can take a chunk before the arming above. */
+    /* relaxed: the CAS below re-checks */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    while (smoe__w_gen(w) == gen && smoe__w_state(w) == SMOE__LOADING &&
+           (w & SMOE__W_STARTED) &&
+           /* release: [A]; relaxed on failure: the loop re-checks */
+           !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w & ~SMOE__W_STARTED,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+    return n;
+}
+
+int smoe__slot_cancel(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                      uint64_t *w)
+{
+    /* acquire: [K], from the CAS that gave the slot this key */
+    *w = smoe__slot_word(&s->ring, v);
+    uint64_t nw;
+    do {
+        if (smoe__w_key(*w) != key || smoe__w_gen(*w) != gen ||
+            smoe__w_state(*w) != SMOE__LOADING)
+            return SMOE_ENOTRESIDENT;
+        if ((*w & SMOE__W_STARTED) || smoe__w_pins(*w) || !(*w & SMOE__W_SPEC))
+            return SMOE_EBUSY;
+        /* EMPTY under a new generation: the queued tokens no longer match */
+        nw = ((uint64_t)((gen + 1) & ((1u << SMOE__W_GEN_BITS) - 1)) << SMOE__W_GEN_SHIFT) |
+             SMOE__EMPTY;
+        /* acq_rel: [K]; acquire on failure: the reloaded word is checked
+         * again */
+    } while (!atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire));
+    return 0;
+}
+
+/* ---- workers: start, chunks, publish ------------------------------------ */
+
+int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *key)
+{
+    _Atomic uint64_t *word = &s->ring.word[v];
+    /* acquire: [A] through the word (the arming's release CAS) and [R] */
+    uint64_t w = atomic_load_explicit(word, memory_order_acquire);
+    for (;;) {
+        if (smoe__w_state(w) != SMOE__LOADING || smoe__w_gen(w) != gen)
+            return 0; /* cancelled, evicted, done, or stale */
+        if (w & SMOE__W_STARTED)
+            break;
+        /* acquire: as the load above; STARTED makes the load uncancellable */
+        if (atomic_compare_exchange_weak_explicit(word, &w, w | SMOE__W_STARTED,
+                                                  memory_order_acquire, memory_order_acquire))
+            break;
+    }
+    *key = smoe__w_key(w);
+    return 1;
+}
+
+int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint64_t padded,
+                          uint64_t *off, uint64_t *len)
+{
+    _Atomic uint64_t *next = &s->ring.chunk_next[v];
+    /* acquire: [A] (and, through the CASes of other workers, each later
+     * value) */
+    uint64_t c = atomic_load_explicit(next, memory_order_acquire);
+    uint32_t chunk;
+    do {
+        /* The chunk size is the arming's, from the value itself: a CAS that
+         * succeeds from c takes chunk index(c) of exactly that arming (a
+         * token of an earlier arming of this gen, stalled here, finds a
+         * value it never saw and looks again). */
+        chunk = (c & SMOE__CN_SPEC_CHUNK) ? s->spec_chunk : s->chunk;
+        if (smoe__cn_gen(c) != gen || smoe__cn_index(c) >= smoe__chunks(padded, chunk))
+            return 0; /* not armed yet, or every chunk of this arming is taken */
+        smoe__hook(s, SMOE__HOOK_CHUNK_CAS, v, c, chunk);
+        /* acquire: as the load above */
+    } while (!atomic_compare_exchange_weak_explicit(next, &c, c + 1, memory_order_acquire,
+                                                    memory_order_acquire));
+    *off = (uint64_t)smoe__cn_index(c) * chunk;
+    *len = padded - *off < chunk ? padded - *off : chunk;
+    return 1;
+}
+
+void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t what,
+                           const smoe__io_fail *f)
+{
+    static const smoe__io_fail none = {0, 0, 0, 0};
+    smoe__slot_fault *sf = &s->ring.fault[v];
+    if (!f)
+        f = &none;
+    /* relaxed, all five: published with the error, by [C] and then [P] */
+    atomic_store_explicit(&sf->what, what, memory_order_relaxed);
+    atomic_store_explicit(&sf->eno, f->eno, memory_order_relaxed);
+    atomic_store_explicit(&sf->tries, f->tries, memory_order_relaxed);
+    atomic_store_explicit(&sf->off, f->off, memory_order_relaxed);
+    atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
+}
+
+void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, int err, uint32_t what,
+                             const smoe__io_fail *why)
+{
+    int none = 0;
+    /* relaxed: published by [C]; the first error wins, and its winner alone
+     * writes the fault record */
+    if (atomic_compare_exchange_strong_explicit(&s->ring.err[v], &none, err,
+                                                memory_order_relaxed, memory_order_relaxed))
+        smoe__slot_note_fault(s, v, what, why);
+}
+
+int smoe__slot_chunk_landed(struct smoe_stream *s, uint32_t v)
+{
+    /* acq_rel: [C] */
+    return atomic_fetch_sub_explicit(&s->ring.chunk_left[v], 1, memory_order_acq_rel) == 1;
+}
+
+int smoe__slot_load_error(struct smoe_stream *s, uint32_t v)
+{
+    /* relaxed: ordered by [C], the countdown the caller just won */
+    return atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+}
+
+void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
+{
+    _Atomic uint64_t *word = &s->ring.word[v];
+    if (err)
+        /* relaxed: published by [P] */
+        atomic_store_explicit(&s->ring.err[v], err, memory_order_relaxed);
+    /* relaxed: the CAS below re-checks */
+    uint64_t w = atomic_load_explicit(word, memory_order_relaxed), nw;
+    do {
+        nw = (w & ~(SMOE__W_STATE_MASK | SMOE__W_STARTED | SMOE__W_WAITERS)) |
+             (err ? SMOE__FAILED : SMOE__READY);
+        /* release: [P]; relaxed on failure: retry */
+    } while (!atomic_compare_exchange_weak_explicit(word, &w, nw, memory_order_release,
+                                                    memory_order_relaxed));
+    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0)
+        smoe__spec_put(s);
+    smoe__touch(s, v); /* freshly loaded: a fresh tick */
+    smoe__slot_wake_waiters(s, v, w);
+}
+
+/* ---- claimers: claim, park, release ------------------------------------- */
+
+/* Copy slot v's fault record: why its load failed. */
+static void fault_copy(const struct smoe_stream *s, uint32_t v, smoe__fault *why)
+{
+    smoe__slot_fault *sf = &s->ring.fault[v];
+    /* relaxed, all five: [P], through the caller's acquire of FAILED */
+    why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
+    why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
+    why->io.tries = atomic_load_explicit(&sf->tries, memory_order_relaxed);
+    why->io.off = atomic_load_explicit(&sf->off, memory_order_relaxed);
+    why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
+}
+
+/*
+ * A claim that found FAILED (*w): read the error while a pin holds the
+ * slot, so that no evictor can re-arm it for another expert meanwhile and
+ * the error is this load's; then remove one pin by a CAS from the word the
+ * error was read under. 1: *err and *why; 0: look again (*w reloaded).
+ */
+static int claim_failed(struct smoe_stream *s, uint32_t v, uint64_t *w, int *err,
+                        smoe__fault *why)
+{
+    /* relaxed: [P], through the acquire of *w; ordered before the unpinning
+     * CAS below by its release */
+    int e = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+    if (e == 0) {
+        /* a prefetch re-armed the slot for a retry since *w was read
+         * (smoe__slot_arm clears the error): look again rather than report
+         * success without a reference. acquire: [P], [K] */
+        *w = smoe__slot_word(&s->ring, v);
+        return 0;
+    }
+    smoe__fault f;
+    fault_copy(s, v, &f); /* under the same pin as err */
+    /* The error has reached a claimer: it honours one demand prefetch, as a
+     * successful claim does, so failures the caller has asked about do not
+     * hold slots until the same expert is asked for again. acq_rel: [R];
+     * acquire on failure: the moved word is decided on again */
+    if (smoe__w_pins(*w) &&
+        !atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, *w - SMOE__W_PIN_ONE,
+                                               memory_order_acq_rel, memory_order_acquire))
+        return 0;
+    *err = e;
+    *why = f;
+    return 1;
+}
+
+smoe__claim_step smoe__slot_claim(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
+                                  uint64_t *w, int *err, smoe__fault *why)
+{
+    /* acquire: [K] (the key) and [P] (the bytes, or the error) */
+    *w = smoe__slot_word(&s->ring, v);
+    for (;;) {
+        if (smoe__w_key(*w) != key || smoe__w_gen(*w) != gen)
+            return SMOE__CLAIM_GONE; /* evicted since the map was read */
+        switch (smoe__w_state(*w)) {
+        case SMOE__LOADING:
+            return SMOE__CLAIM_LOADING;
+        case SMOE__FAILED:
+            if (claim_failed(s, v, w, err, why))
+                return SMOE__CLAIM_FAILED;
+            continue;
+        case SMOE__READY:
+        case SMOE__CONSUMED:
+            break;
+        default:
+            return SMOE__CLAIM_GONE;
+        }
+        if (smoe__w_refs(*w) >= SMOE__W_REF_MAX)
+            return SMOE__CLAIM_REFS_FULL;
+        uint64_t nw = ((*w & ~SMOE__W_STATE_MASK) | SMOE__CONSUMED) + SMOE__W_REF_ONE -
+                      (smoe__w_pins(*w) ? SMOE__W_PIN_ONE : 0);
+        /* acquire: [P], the blob's bytes; failure reloads *w */
+        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw, memory_order_acquire,
+                                                  memory_order_acquire))
+            return SMOE__CLAIM_TAKEN;
+    }
+}
+
+void smoe__slot_park(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns)
+{
+    _Atomic uint64_t *word = &s->ring.word[v];
+    if (!(w & SMOE__W_WAITERS)) {
+        uint64_t nw = w | SMOE__W_WAITERS;
+        /* seq_cst: [W] */
+        if (!atomic_compare_exchange_strong(word, &w, nw))
+            return; /* the word moved: no need to sleep */
+        w = nw;
+    }
+    if (atomic_load(&s->stop)) {
+        /* Shutdown may already have cleared WAITERS and woken this word,
+         * and our CAS set it again: clear it and wake whoever parked on it
+         * since, or another waiter could sleep through the shutdown. */
+        if (atomic_fetch_and(word, ~SMOE__W_WAITERS) & SMOE__W_WAITERS)
+            smoe__park_wake(smoe__low32(word), INT32_MAX);
+        return;
+    }
+    smoe__park_wait(smoe__low32(word), (uint32_t)w, ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
+}
+
+int smoe__slot_release(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen)
+{
+    /* relaxed: the CAS below re-checks; its release is what orders */
+    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
+    for (;;) {
+        if (smoe__w_gen(w) != gen || smoe__w_key(w) != key ||
+            smoe__w_state(w) != SMOE__CONSUMED || smoe__w_refs(w) == 0)
+            return -1;
+        /* release: [R]; relaxed on failure: retry */
+        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w - SMOE__W_REF_ONE,
+                                                  memory_order_release, memory_order_relaxed))
+            return 0;
+    }
+}
+
+/* ---- waiters, shutdown, polls ------------------------------------------- */
+
+void smoe__slot_wake_waiters(struct smoe_stream *s, uint32_t v, uint64_t w)
+{
+    if (w & SMOE__W_WAITERS)
+        smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
+}
+
+int smoe__slot_loading(struct smoe_stream *s, uint32_t key)
+{
+    /* relaxed (both): only polls the read's progress; nothing is read
+     * through these words */
+    uint64_t me = atomic_load_explicit(&s->map[key], memory_order_relaxed);
+    if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
+        return 0;
+    uint64_t w = smoe__slot_peek(&s->ring, smoe__map_slot(me));
+    return smoe__w_key(w) == key && smoe__w_gen(w) == smoe__map_gen(me) &&
+           smoe__w_state(w) == SMOE__LOADING;
+}
+
+void smoe__slots_shutdown(struct smoe_stream *s)
+{
+    /* Clearing WAITERS changes the word claimers sleep on, so one that is
+     * about to sleep cannot miss this. seq_cst: [W] */
+    for (uint32_t v = 0; v < s->ring.nslots; v++) {
+        uint64_t w = atomic_fetch_and(&s->ring.word[v], ~SMOE__W_WAITERS);
+        smoe__slot_wake_waiters(s, v, w);
+    }
+}
+
+uint64_t smoe__slots_refs(struct smoe_stream *s)
+{
+    uint64_t held = 0;
+    for (uint32_t v = 0; v < s->ring.nslots; v++)
+        held += smoe__w_refs(atomic_load(&s->ring.word[v]));
+    return held;
+}
