@@ -191,59 +191,58 @@ static void stream_free(struct smoe_stream *s)
     free(s);
 }
 
-SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_stream **out)
+/* A new stream with the options that need no file: its identity, I/O
+ * table, flags, log and worker count. NULL: out of memory. */
+static struct smoe_stream *stream_new(const smoe_open_opts *o)
 {
-    if (!out)
-        return smoe__fail(SMOE_EINVAL, "open: NULL out");
-    *out = NULL;
-    if (!vault_path)
-        return smoe__fail(SMOE_EINVAL, "open: NULL vault path");
-    smoe_open_opts o;
-    int r = read_opts(opts, &o);
-    if (r < 0 || (r = check_opts(&o)) < 0)
-        return r;
-
     struct smoe_stream *s = smoe__calloc(1, sizeof *s);
     if (!s)
-        return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+        return NULL;
     /* relaxed: only a number no other stream of this process has */
     s->id = atomic_fetch_add_explicit(&stream_ids, 1, memory_order_relaxed) + 1;
     s->io = smoe__io_get();
-    s->flags = o.flags;
-    s->log_fn = o.log_fn;
-    s->log_user = o.log_user;
-    s->nworkers = o.workers ? o.workers : SMOE__DEFAULT_WORKERS;
-    s->verify = o.verify != SMOE_VERIFY_OFF;
-    if ((r = smoe__vault_load_ex(&s->vault, vault_path, s->io, SMOE__VAULT_KEEP_CACHE)) < 0)
-        goto fail;
+    s->flags = o->flags;
+    s->log_fn = o->log_fn;
+    s->log_user = o->log_user;
+    s->nworkers = o->workers ? o->workers : SMOE__DEFAULT_WORKERS;
+    s->verify = o->verify != SMOE_VERIFY_OFF;
+    return s;
+}
 
-    /* Slot size: the largest padded blob, or the caller's, 16 KiB-rounded. */
+/* The ring: slot size (the largest padded blob, or the caller's, 16
+ * KiB-rounded), slot count (the caller's, or the memory budget's:
+ * budget_open.c), the speculation cap and the read chunk sizes. */
+static int ring_open(struct smoe_stream *s, const smoe_open_opts *o)
+{
     uint64_t stride = round_up(s->vault.max_padded, SMOE__ALIGN);
-    if (o.slot_bytes) {
-        if (o.slot_bytes < s->vault.max_padded) {
-            r = smoe__fail(SMOE_ESLOTSIZE, "open: slot size %llu bytes is smaller than "
-                           "the largest blob of %s, %llu bytes",
-                           (unsigned long long)o.slot_bytes, vault_path,
-                           (unsigned long long)s->vault.max_padded);
-            goto fail;
-        }
-        stride = round_up(o.slot_bytes, SMOE__ALIGN);
+    if (o->slot_bytes) {
+        if (o->slot_bytes < s->vault.max_padded)
+            return smoe__fail(SMOE_ESLOTSIZE, "open: slot size %llu bytes is smaller than "
+                              "the largest blob of %s, %llu bytes",
+                              (unsigned long long)o->slot_bytes, s->vault.path,
+                              (unsigned long long)s->vault.max_padded);
+        stride = round_up(o->slot_bytes, SMOE__ALIGN);
     }
-    /* Slot count: the caller's, or the memory budget's (budget.c). */
     uint32_t nslots;
-    if ((r = smoe__budget_open(s, &o, stride, &nslots)) < 0)
-        goto fail;
-    if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o.flags & SMOE_OPEN_MLOCK))) < 0)
-        goto fail;
-    uint32_t pct = o.spec_share_pct ? o.spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
+    int r;
+    if ((r = smoe__budget_open(s, o, stride, &nslots)) < 0)
+        return r;
+    if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o->flags & SMOE_OPEN_MLOCK))) < 0)
+        return r;
+    uint32_t pct = o->spec_share_pct ? o->spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
     s->spec_cap = (uint32_t)((uint64_t)nslots * pct / 100);
 
     /* A blob never needs more than one slot's worth in one chunk. */
-    uint64_t chunk = o.chunk_bytes ? o.chunk_bytes : SMOE__DEFAULT_CHUNK;
-    uint64_t spec_chunk = o.spec_chunk_bytes ? o.spec_chunk_bytes : SMOE__DEFAULT_SPEC_CHUNK;
+    uint64_t chunk = o->chunk_bytes ? o->chunk_bytes : SMOE__DEFAULT_CHUNK;
+    uint64_t spec_chunk = o->spec_chunk_bytes ? o->spec_chunk_bytes : SMOE__DEFAULT_SPEC_CHUNK;
     s->chunk = (uint32_t)(chunk < stride ? chunk : stride);
     s->spec_chunk = (uint32_t)(spec_chunk < stride ? spec_chunk : stride);
+    return 0;
+}
 
+/* The residency map, the workers' table and the two request queues. */
+static int tables_open(struct smoe_stream *s)
+{
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     s->map = smoe__calloc(nkeys, sizeof *s->map);
     s->workers = smoe__calloc(s->nworkers, sizeof *s->workers);
@@ -277,51 +276,80 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
      *    SMOE_SKIPPED before it takes a slot.
      */
     uint32_t min_chunk = s->chunk < s->spec_chunk ? s->chunk : s->spec_chunk;
-    size_t qcap = (size_t)nslots * smoe__chunks(s->vault.max_padded, min_chunk) * 4 +
+    size_t qcap = (size_t)s->ring.nslots * smoe__chunks(s->vault.max_padded, min_chunk) * 4 +
                   s->nworkers;
     if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
-        smoe__mpmc_init(&s->spec_q, qcap)) {
-        r = smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
-        goto fail;
-    }
+        smoe__mpmc_init(&s->spec_q, qcap))
+        return smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
     smoe__map_init(s->map, nkeys);
-    s->eviction = o.eviction ? o.eviction : SMOE__DEFAULT_EVICTION;
-    if (s->eviction == SMOE_EVICT_REUSE && (r = smoe__reuse_init(s)) < 0)
-        goto fail;
-    if ((r = smoe__freq_open(s, &o)) < 0)
-        goto fail;
     for (uint32_t i = 0; i < s->nworkers; i++) {
         s->workers[i].s = s;
         s->workers[i].id = i;
     }
-    if ((r = open_fds(s)) < 0)
-        goto fail;
-    /* The header's and tables' pages the reader brought in: with direct
-     * reads nothing else will want them. Buffered reads go through the
-     * page cache anyway, so then nothing is dropped. */
+    return 0;
+}
+
+/* The workers' descriptors, and the vault's header and tables dropped from
+ * the page cache: with direct reads nothing else will want those pages.
+ * Buffered reads go through the page cache anyway, so then nothing is
+ * dropped. */
+static int files_open(struct smoe_stream *s)
+{
+    int r = open_fds(s);
+    if (r < 0)
+        return r;
     if (s->io_mode == SMOE_IO_DIRECT)
         smoe__vault_drop_read(&s->vault, s->io, s->workers[0].fd);
+    return 0;
+}
 
-    const char *trace_path = o.trace_path ? o.trace_path : getenv("SMOE_TRACE");
+/* Everything after the vault is loaded, in order; the first failure's
+ * code (its message set). */
+static int stream_open(struct smoe_stream *s, const smoe_open_opts *o)
+{
+    int r;
+    if ((r = ring_open(s, o)) < 0 || (r = tables_open(s)) < 0)
+        return r;
+    s->eviction = o->eviction ? o->eviction : SMOE__DEFAULT_EVICTION;
+    if (s->eviction == SMOE_EVICT_REUSE && (r = smoe__reuse_init(s)) < 0)
+        return r;
+    if ((r = smoe__freq_open(s, o)) < 0 || (r = files_open(s)) < 0)
+        return r;
+    const char *trace_path = o->trace_path ? o->trace_path : getenv("SMOE_TRACE");
     if (trace_path && *trace_path &&
         (r = smoe__trace_rec_open(&s->trace, trace_path, s->vault.layers, s->vault.experts,
                                   s->vault.top_k, smoe__vault_meta(&s->vault, "model"))) < 0)
-        goto fail;
+        return r;
     if ((r = smoe__workers_start(s)) < 0)
-        goto fail;
-    if ((r = smoe__prewarm_start(s, &o)) < 0)
-        goto fail;
-    *out = s;
-    return 0;
-fail:
-    {
+        return r;
+    return smoe__prewarm_start(s, o);
+}
+
+SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_stream **out)
+{
+    if (!out)
+        return smoe__fail(SMOE_EINVAL, "open: NULL out");
+    *out = NULL;
+    if (!vault_path)
+        return smoe__fail(SMOE_EINVAL, "open: NULL vault path");
+    smoe_open_opts o;
+    int r = read_opts(opts, &o);
+    if (r < 0 || (r = check_opts(&o)) < 0)
+        return r;
+    struct smoe_stream *s = stream_new(&o);
+    if (!s)
+        return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+    if ((r = smoe__vault_load_ex(&s->vault, vault_path, s->io, SMOE__VAULT_KEEP_CACHE)) < 0 ||
+        (r = stream_open(s, &o)) < 0) {
         /* Keep the first failure's message through the cleanup. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", smoe_last_error());
         stream_free(s);
         smoe__fail(r, "%s", msg);
+        return r;
     }
-    return r;
+    *out = s;
+    return 0;
 }
 
 SMOE_API int smoe_shutdown(smoe_stream *s)

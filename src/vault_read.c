@@ -354,6 +354,37 @@ static int cmp_span(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/* Layout j's components: in increasing, non-overlapping order, ending at
+ * its extent, with unique names (names: room for their pointers). */
+static int check_layout_components(loader *L, const smoe__vault *v, uint32_t j,
+                                   const char **names)
+{
+    const char *p = L->path;
+    const smoe__vault_layout *lo = &v->layouts[j];
+    const smoe_component *c = &v->components[lo->first];
+    for (uint32_t k = 1; k < lo->n; k++)
+        if (c[k].offset < c[k - 1].offset + c[k - 1].nbytes)
+            return smoe__fail(SMOE_EOVERLAP, "%s: layout %" PRIu32 ": component %" PRIu32
+                              " (%s) at offset %" PRIu64 " overlaps or precedes component %"
+                              PRIu32 " (%s) ending at %" PRIu64 ", expected increasing, "
+                              "non-overlapping offsets", p, j, lo->first + k, c[k].name,
+                              c[k].offset, lo->first + k - 1, c[k - 1].name,
+                              c[k - 1].offset + c[k - 1].nbytes);
+    uint64_t end = c[lo->n - 1].offset + c[lo->n - 1].nbytes;
+    if (lo->min_bytes != end)
+        return smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": field extent: found %" PRIu64
+                          ", expected %" PRIu64 " (end of its last component)",
+                          p, j, lo->min_bytes, end);
+    for (uint32_t k = 0; k < lo->n; k++)
+        names[k] = c[k].name;
+    qsort(names, lo->n, sizeof *names, cmp_str_ptr);
+    for (uint32_t k = 1; k < lo->n; k++)
+        if (strcmp(names[k], names[k - 1]) == 0)
+            return smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": component name \"%s\" "
+                              "appears twice, expected unique names", p, j, names[k]);
+    return 0;
+}
+
 static int check_layouts(loader *L, smoe__vault *v)
 {
     const char *p = L->path;
@@ -400,36 +431,8 @@ static int check_layouts(loader *L, smoe__vault *v)
             goto out;
         }
 
-    for (uint32_t j = 0; j < h->layouts; j++) {
-        const smoe__vault_layout *lo = &v->layouts[j];
-        const smoe_component *c = &v->components[lo->first];
-        for (uint32_t k = 1; k < lo->n; k++)
-            if (c[k].offset < c[k - 1].offset + c[k - 1].nbytes) {
-                rc = smoe__fail(SMOE_EOVERLAP, "%s: layout %" PRIu32 ": component %" PRIu32
-                                " (%s) at offset %" PRIu64 " overlaps or precedes component %"
-                                PRIu32 " (%s) ending at %" PRIu64 ", expected increasing, "
-                                "non-overlapping offsets", p, j, lo->first + k, c[k].name,
-                                c[k].offset, lo->first + k - 1, c[k - 1].name,
-                                c[k - 1].offset + c[k - 1].nbytes);
-                goto out;
-            }
-        uint64_t end = c[lo->n - 1].offset + c[lo->n - 1].nbytes;
-        if (lo->min_bytes != end) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": field extent: found %" PRIu64
-                            ", expected %" PRIu64 " (end of its last component)",
-                            p, j, lo->min_bytes, end);
-            goto out;
-        }
-        for (uint32_t k = 0; k < lo->n; k++)
-            names[k] = c[k].name;
-        qsort(names, lo->n, sizeof *names, cmp_str_ptr);
-        for (uint32_t k = 1; k < lo->n; k++)
-            if (strcmp(names[k], names[k - 1]) == 0) {
-                rc = smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": component name \"%s\" "
-                                "appears twice, expected unique names", p, j, names[k]);
-                goto out;
-            }
-    }
+    for (uint32_t j = 0; j < h->layouts && rc == 0; j++)
+        rc = check_layout_components(L, v, j, names);
 out:
     free(sp);
     free(names);
@@ -452,86 +455,92 @@ static uint32_t first_entry_of(const loader *L, uint32_t layer, uint32_t expert,
 
 #define ENTRY_FMT "%s: expert table entry %" PRIu32 " (layer %" PRIu32 ", expert %" PRIu32 "): "
 
-static int check_entries(loader *L, smoe__vault *v, span *sp)
+/* Check entry i's fields and fill its index entry: range, duplicates,
+ * alignment, sizes, overflow, file coverage, in the spec's order. */
+static int check_entry(loader *L, smoe__vault *v, span *sp, uint32_t i)
 {
     const char *p = L->path;
     const header *h = &L->h;
-    for (uint32_t i = 0; i < h->entries; i++) {
-        const unsigned char *r = L->table + (size_t)i * SMOE__ENTRY_SIZE;
-        uint32_t layer = rd32(r), expert = rd32(r + 4), layout = rd32(r + 8);
-        uint32_t flags = rd32(r + 12);
-        uint64_t off = rd64(r + 16), size = rd64(r + 24), padded = rd64(r + 32);
+    const unsigned char *r = L->table + (size_t)i * SMOE__ENTRY_SIZE;
+    uint32_t layer = rd32(r), expert = rd32(r + 4), layout = rd32(r + 8);
+    uint32_t flags = rd32(r + 12);
+    uint64_t off = rd64(r + 16), size = rd64(r + 24), padded = rd64(r + 32);
 
-        /* range */
-        if (layer >= h->layers)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layer: found %" PRIu32
-                              ", expected less than layers %" PRIu32,
-                              p, i, layer, expert, layer, h->layers);
-        if (expert >= h->experts)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field expert: found %" PRIu32
-                              ", expected less than experts %" PRIu32,
-                              p, i, layer, expert, expert, h->experts);
-        if (layout >= h->layouts)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layout: found %" PRIu32
-                              ", expected less than layouts %" PRIu32,
-                              p, i, layer, expert, layout, h->layouts);
-        if (flags != 0)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field flags: found 0x%" PRIx32
-                              ", expected 0", p, i, layer, expert, flags);
-        /* duplicates */
-        smoe__vault_entry *e = &v->index[(size_t)layer * h->experts + expert];
-        if (e->present)
-            return smoe__fail(SMOE_EDUP, ENTRY_FMT "fields layer, expert: the pair already "
-                              "appears in entry %" PRIu32, p, i, layer, expert,
-                              first_entry_of(L, layer, expert, i));
-        /* alignment */
-        if (off % SMOE__VAULT_ALIGN != 0)
-            return smoe__fail(SMOE_EALIGN, ENTRY_FMT "field offset: %" PRIu64 " is not a "
-                              "multiple of %u", p, i, layer, expert, off, SMOE__VAULT_ALIGN);
-        if (padded % SMOE__VAULT_ALIGN != 0)
-            return smoe__fail(SMOE_EALIGN, ENTRY_FMT "field padded: %" PRIu64 " is not a "
-                              "multiple of %u", p, i, layer, expert, padded, SMOE__VAULT_ALIGN);
-        if (off < h->data_offset)
-            return smoe__fail(SMOE_ERANGE, ENTRY_FMT "field offset: %" PRIu64 " lies in the "
-                              "header area, expected at least data_offset %" PRIu64,
-                              p, i, layer, expert, off, h->data_offset);
-        /* sizes */
-        if (size == 0 || size > padded)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field size: found %" PRIu64
-                              ", expected 1..padded (%" PRIu64 ")",
-                              p, i, layer, expert, size, padded);
-        if (padded - size >= SMOE__VAULT_ALIGN)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field padded: found %" PRIu64
-                              ", expected less than size + %u (%" PRIu64 " + %u)",
-                              p, i, layer, expert, padded, SMOE__VAULT_ALIGN, size,
-                              SMOE__VAULT_ALIGN);
-        if (size < v->layouts[layout].min_bytes)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field size: found %" PRIu64
-                              ", expected at least the extent %" PRIu64 " of layout %" PRIu32,
-                              p, i, layer, expert, size, v->layouts[layout].min_bytes, layout);
-        /* overflow */
-        if (off > UINT64_MAX - padded)
-            return smoe__fail(SMOE_EOVERFLOW, ENTRY_FMT "fields offset + padded: %" PRIu64
-                              " + %" PRIu64 " overflows", p, i, layer, expert, off, padded);
-        /* file coverage */
-        if (off + padded > h->file_size)
-            return smoe__fail(SMOE_ETRUNC, ENTRY_FMT "fields offset, padded: the blob [%"
-                              PRIu64 ", %" PRIu64 ") ends past the end of the file "
-                              "(file_size %" PRIu64 ")", p, i, layer, expert, off,
-                              off + padded, h->file_size);
-        e->offset = off;
-        e->size = size;
-        e->padded = padded;
-        e->hash = rd_hash(r + 40);
-        e->layout = layout;
-        e->present = 1;
-        sp[i] = (span){off, padded, i};
-        if (padded > v->max_padded)
-            v->max_padded = padded;
-        v->total_padded += padded;
-    }
+    /* range */
+    if (layer >= h->layers)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layer: found %" PRIu32
+                          ", expected less than layers %" PRIu32,
+                          p, i, layer, expert, layer, h->layers);
+    if (expert >= h->experts)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field expert: found %" PRIu32
+                          ", expected less than experts %" PRIu32,
+                          p, i, layer, expert, expert, h->experts);
+    if (layout >= h->layouts)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layout: found %" PRIu32
+                          ", expected less than layouts %" PRIu32,
+                          p, i, layer, expert, layout, h->layouts);
+    if (flags != 0)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field flags: found 0x%" PRIx32
+                          ", expected 0", p, i, layer, expert, flags);
+    /* duplicates */
+    smoe__vault_entry *e = &v->index[(size_t)layer * h->experts + expert];
+    if (e->present)
+        return smoe__fail(SMOE_EDUP, ENTRY_FMT "fields layer, expert: the pair already "
+                          "appears in entry %" PRIu32, p, i, layer, expert,
+                          first_entry_of(L, layer, expert, i));
+    /* alignment */
+    if (off % SMOE__VAULT_ALIGN != 0)
+        return smoe__fail(SMOE_EALIGN, ENTRY_FMT "field offset: %" PRIu64 " is not a "
+                          "multiple of %u", p, i, layer, expert, off, SMOE__VAULT_ALIGN);
+    if (padded % SMOE__VAULT_ALIGN != 0)
+        return smoe__fail(SMOE_EALIGN, ENTRY_FMT "field padded: %" PRIu64 " is not a "
+                          "multiple of %u", p, i, layer, expert, padded, SMOE__VAULT_ALIGN);
+    if (off < h->data_offset)
+        return smoe__fail(SMOE_ERANGE, ENTRY_FMT "field offset: %" PRIu64 " lies in the "
+                          "header area, expected at least data_offset %" PRIu64,
+                          p, i, layer, expert, off, h->data_offset);
+    /* sizes */
+    if (size == 0 || size > padded)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field size: found %" PRIu64
+                          ", expected 1..padded (%" PRIu64 ")",
+                          p, i, layer, expert, size, padded);
+    if (padded - size >= SMOE__VAULT_ALIGN)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field padded: found %" PRIu64
+                          ", expected less than size + %u (%" PRIu64 " + %u)",
+                          p, i, layer, expert, padded, SMOE__VAULT_ALIGN, size,
+                          SMOE__VAULT_ALIGN);
+    if (size < v->layouts[layout].min_bytes)
+        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field size: found %" PRIu64
+                          ", expected at least the extent %" PRIu64 " of layout %" PRIu32,
+                          p, i, layer, expert, size, v->layouts[layout].min_bytes, layout);
+    /* overflow */
+    if (off > UINT64_MAX - padded)
+        return smoe__fail(SMOE_EOVERFLOW, ENTRY_FMT "fields offset + padded: %" PRIu64
+                          " + %" PRIu64 " overflows", p, i, layer, expert, off, padded);
+    /* file coverage */
+    if (off + padded > h->file_size)
+        return smoe__fail(SMOE_ETRUNC, ENTRY_FMT "fields offset, padded: the blob [%"
+                          PRIu64 ", %" PRIu64 ") ends past the end of the file "
+                          "(file_size %" PRIu64 ")", p, i, layer, expert, off,
+                          off + padded, h->file_size);
+    e->offset = off;
+    e->size = size;
+    e->padded = padded;
+    e->hash = rd_hash(r + 40);
+    e->layout = layout;
+    e->present = 1;
+    sp[i] = (span){off, padded, i};
+    if (padded > v->max_padded)
+        v->max_padded = padded;
+    v->total_padded += padded;
+    return 0;
+}
 
-    /* overlap: between blobs (sorted by offset), then with the tables */
+/* No blob overlaps another (sp sorted by offset) or a table. */
+static int check_overlaps(loader *L, span *sp)
+{
+    const char *p = L->path;
+    const header *h = &L->h;
     qsort(sp, h->entries, sizeof *sp, cmp_span);
     for (uint32_t k = 0; k < h->entries; k++) {
         const unsigned char *r = L->table + (size_t)sp[k].idx * SMOE__ENTRY_SIZE;
@@ -556,6 +565,16 @@ static int check_entries(loader *L, smoe__vault *v, span *sp)
         }
     }
     return 0;
+}
+
+/* Every entry (sp: a span per entry, for the overlap check). */
+static int check_entries(loader *L, smoe__vault *v, span *sp)
+{
+    int rc;
+    for (uint32_t i = 0; i < L->h.entries; i++)
+        if ((rc = check_entry(L, v, sp, i)) < 0)
+            return rc;
+    return check_overlaps(L, sp);
 }
 
 /* ---- metadata ------------------------------------------------------------ */
