@@ -16,11 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "alloc.h"
+#include "byteorder.h"
 #include "error.h"
 #include "freq.h"
+#include "hash.h"
 #include "internal.h"
 
 /* Header fields (docs/freq-format.md). */
@@ -29,44 +30,15 @@ enum {
     F_VAULT_ID = 24, F_VAULT_SIZE = 32, F_TOTAL = 40, F_RESERVED = 48, F_CHECKSUM = 56
 };
 
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* XXH3-64 of header bytes 0..55 and the counts that follow the header.
  * @return 0, or SMOE_ENOMEM (no hashing state). */
 static int file_hash(const unsigned char *buf, uint64_t len, uint64_t *h)
 {
-    XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
-    if (!st)
-        return SMOE_ENOMEM;
-    XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, buf, F_CHECKSUM);
-    XXH3_64bits_update(st, buf + SMOE__FREQ_HEADER_SIZE, (size_t)(len - SMOE__FREQ_HEADER_SIZE));
-    *h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return 0;
+    const smoe__bytes parts[] = {
+        {buf, F_CHECKSUM},
+        {buf + SMOE__FREQ_HEADER_SIZE, (size_t)(len - SMOE__FREQ_HEADER_SIZE)},
+    };
+    return smoe__hash_parts(parts, 2, h);
 }
 
 int smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_t *counts)
@@ -75,23 +47,21 @@ int smoe__freq_encode(unsigned char *buf, const smoe__freq_id *id, const uint64_
     uint64_t len = SMOE__FREQ_HEADER_SIZE + 8 * (uint64_t)n, total = 0;
     memset(buf, 0, SMOE__FREQ_HEADER_SIZE);
     memcpy(buf + F_MAGIC, SMOE__FREQ_MAGIC, 8);
-    put32(buf + F_VERSION, SMOE__FREQ_VERSION);
-    put32(buf + F_HEADER_SIZE, SMOE__FREQ_HEADER_SIZE);
-    put32(buf + F_LAYERS, id->layers);
-    put32(buf + F_EXPERTS, id->experts);
-    put64(buf + F_VAULT_ID, id->vault_id);
-    put64(buf + F_VAULT_SIZE, id->vault_size);
+    smoe__put_le32(buf + F_VERSION, SMOE__FREQ_VERSION);
+    smoe__put_le32(buf + F_HEADER_SIZE, SMOE__FREQ_HEADER_SIZE);
+    smoe__put_le32(buf + F_LAYERS, id->layers);
+    smoe__put_le32(buf + F_EXPERTS, id->experts);
+    smoe__put_le64(buf + F_VAULT_ID, id->vault_id);
+    smoe__put_le64(buf + F_VAULT_SIZE, id->vault_size);
     for (size_t i = 0; i < n; i++) {
-        put64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i, counts[i]);
+        smoe__put_le64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i, counts[i]);
         total += counts[i];
     }
-    put64(buf + F_TOTAL, total);
+    smoe__put_le64(buf + F_TOTAL, total);
     uint64_t h;
     if (file_hash(buf, len, &h) < 0)
         return SMOE_ENOMEM;
-    XXH64_canonical_t c;
-    XXH64_canonicalFromHash(&c, h);
-    memcpy(buf + F_CHECKSUM, c.digest, 8);
+    smoe__hash_put(buf + F_CHECKSUM, h);
     return 0;
 }
 
@@ -108,14 +78,14 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
         *why = "shorter than its 64-byte header";
         return SMOE_FREQ_TRUNCATED;
     }
-    if (get32(buf + F_VERSION) != SMOE__FREQ_VERSION) {
+    if (smoe__le32(buf + F_VERSION) != SMOE__FREQ_VERSION) {
         *why = "format version is not 1";
         return SMOE_FREQ_VERSION;
     }
-    uint32_t layers = get32(buf + F_LAYERS), experts = get32(buf + F_EXPERTS);
+    uint32_t layers = smoe__le32(buf + F_LAYERS), experts = smoe__le32(buf + F_EXPERTS);
     uint64_t n = (uint64_t)layers * experts;
-    if (get32(buf + F_HEADER_SIZE) != SMOE__FREQ_HEADER_SIZE || n == 0 ||
-        n > SMOE__MAX_EXPERTS_TOTAL || get64(buf + F_RESERVED) != 0) {
+    if (smoe__le32(buf + F_HEADER_SIZE) != SMOE__FREQ_HEADER_SIZE || n == 0 ||
+        n > SMOE__MAX_EXPERTS_TOTAL || smoe__le64(buf + F_RESERVED) != 0) {
         *why = "header_size, layers, experts or reserved out of range";
         return SMOE_FREQ_CORRUPT;
     }
@@ -128,37 +98,35 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
         *why = "longer than its counts";
         return SMOE_FREQ_CORRUPT;
     }
-    XXH64_canonical_t c;
-    memcpy(c.digest, buf + F_CHECKSUM, 8);
     uint64_t h;
     if (file_hash(buf, len, &h) < 0) {
         *why = "out of memory";
         return SMOE_ENOMEM;
     }
-    if (XXH64_hashFromCanonical(&c) != h) {
+    if (smoe__hash_get(buf + F_CHECKSUM) != h) {
         *why = "checksum mismatch";
         return SMOE_FREQ_CORRUPT;
     }
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t count = get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+        uint64_t count = smoe__le64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
         if (count > UINT64_MAX - total) {
             *why = "counts overflow their total";
             return SMOE_FREQ_CORRUPT;
         }
         total += count;
     }
-    if (total != get64(buf + F_TOTAL)) {
+    if (total != smoe__le64(buf + F_TOTAL)) {
         *why = "total does not match the counts";
         return SMOE_FREQ_CORRUPT;
     }
     if (layers != id->layers || experts != id->experts ||
-        get64(buf + F_VAULT_ID) != id->vault_id || get64(buf + F_VAULT_SIZE) != id->vault_size) {
+        smoe__le64(buf + F_VAULT_ID) != id->vault_id || smoe__le64(buf + F_VAULT_SIZE) != id->vault_size) {
         *why = "made for another vault (or for this one before it was repacked)";
         return SMOE_FREQ_FOREIGN;
     }
     for (uint64_t i = 0; i < n; i++)
-        counts[i] = get64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
+        counts[i] = smoe__le64(buf + SMOE__FREQ_HEADER_SIZE + 8 * i);
     *why = "";
     return SMOE_FREQ_LOADED;
 }

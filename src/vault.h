@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
+#include "hash.h"
 #include "io.h"
 
 #define SMOE__VAULT_MAGIC "\x89SMOE\r\n\x1a"
@@ -101,8 +102,6 @@ smoe__vault_entry_of(const smoe__vault *v, uint32_t layer, uint32_t expert)
 /* Value of metadata key, or NULL. Pointer into v->meta's parsed copy. */
 const char *smoe__vault_meta(const smoe__vault *v, const char *key);
 
-/* XXH3-64 of a payload, as stored in the table. */
-uint64_t smoe__hash(const void *data, size_t n);
 
 /* Sum of element bytes for shape under dtype; 0 when not computable. */
 uint64_t smoe__dtype_bytes(uint32_t dtype, const uint64_t *shape, uint32_t ndim,

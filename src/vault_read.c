@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "smoe/smoe.h"
 #include "alloc.h"
+#include "byteorder.h"
 #include "error.h"
 #include "vault.h"
 
@@ -56,29 +56,6 @@ typedef struct loader {
     smoe__vault_extent read[SMOE__VAULT_MAX_READS]; /* read so far (vault.h) */
     uint32_t n_read;
 } loader;
-
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const unsigned char *p)
-{
-    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
-
-/* A hash stored in xxHash's canonical (big-endian) form. */
-static uint64_t rd_hash(const unsigned char *p)
-{
-    XXH64_canonical_t c;
-    memcpy(c.digest, p, sizeof c.digest);
-    return XXH64_hashFromCanonical(&c);
-}
-
-uint64_t smoe__hash(const void *data, size_t n)
-{
-    return XXH3_64bits(data, n);
-}
 
 static int read_at(loader *L, void *buf, uint64_t n, uint64_t off, const char *what)
 {
@@ -120,23 +97,23 @@ static int check_header(loader *L)
                           "%02x %02x %02x %02x, expected 89 53 4d 4f 45 0d 0a 1a "
                           "(not a vault, or mangled by a text-mode transfer)", p,
                           r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
-    h->version = rd32(r + 8);
-    h->header_size = rd32(r + 12);
-    h->alignment = rd32(r + 16);
-    h->component_align = rd32(r + 20);
-    h->layers = rd32(r + 24);
-    h->experts = rd32(r + 28);
-    h->entries = rd32(r + 32);
-    h->layouts = rd32(r + 36);
-    h->components = rd32(r + 40);
-    h->flags = rd32(r + 44);
-    h->table_offset = rd64(r + 48);
-    h->layout_offset = rd64(r + 56);
-    h->meta_offset = rd64(r + 64);
-    h->meta_bytes = rd64(r + 72);
-    h->data_offset = rd64(r + 80);
-    h->file_size = rd64(r + 88);
-    h->checksum = rd_hash(r + 120);
+    h->version = smoe__le32(r + 8);
+    h->header_size = smoe__le32(r + 12);
+    h->alignment = smoe__le32(r + 16);
+    h->component_align = smoe__le32(r + 20);
+    h->layers = smoe__le32(r + 24);
+    h->experts = smoe__le32(r + 28);
+    h->entries = smoe__le32(r + 32);
+    h->layouts = smoe__le32(r + 36);
+    h->components = smoe__le32(r + 40);
+    h->flags = smoe__le32(r + 44);
+    h->table_offset = smoe__le64(r + 48);
+    h->layout_offset = smoe__le64(r + 56);
+    h->meta_offset = smoe__le64(r + 64);
+    h->meta_bytes = smoe__le64(r + 72);
+    h->data_offset = smoe__le64(r + 80);
+    h->file_size = smoe__le64(r + 88);
+    h->checksum = smoe__hash_get(r + 120);
 
     if (h->version != SMOE__VAULT_VERSION)
         return smoe__fail(SMOE_EVERSION, "%s: header field version: found %" PRIu32
@@ -286,16 +263,15 @@ static int read_tables(loader *L)
         (rc = read_at(L, L->meta, L->reg[2].len, L->reg[2].off, "metadata")) < 0)
         return rc;
 
-    XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
-    if (!st)
+    const smoe__bytes parts[] = {
+        {L->raw, 120},
+        {L->table, (size_t)L->reg[0].len},
+        {L->lct, (size_t)L->reg[1].len},
+        {L->meta, (size_t)L->reg[2].len},
+    };
+    uint64_t sum;
+    if (smoe__hash_parts(parts, 4, &sum) < 0)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the checksum state", L->path);
-    XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, L->raw, 120);
-    XXH3_64bits_update(st, L->table, (size_t)L->reg[0].len);
-    XXH3_64bits_update(st, L->lct, (size_t)L->reg[1].len);
-    XXH3_64bits_update(st, L->meta, (size_t)L->reg[2].len);
-    uint64_t sum = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
 #ifndef SMOE_FUZZING
     /* Fuzzing builds skip only this comparison, so that mutated inputs reach
      * the semantic checks below instead of all stopping here. */
@@ -319,14 +295,14 @@ static int check_component(loader *L, smoe__vault *v, uint32_t i)
     char where[1100];
     snprintf(where, sizeof where, "%s: component %" PRIu32, L->path, i);
     memcpy(c->name, r, SMOE_COMPONENT_NAME_MAX);
-    c->dtype = rd32(r + 64);
-    c->ndim = rd32(r + 68);
+    c->dtype = smoe__le32(r + 64);
+    c->ndim = smoe__le32(r + 68);
     for (int d = 0; d < SMOE_MAX_DIMS; d++)
-        c->shape[d] = rd64(r + 72 + 8 * d);
-    c->offset = rd64(r + 104);
-    c->nbytes = rd64(r + 112);
-    c->quant_group = rd32(r + 120);
-    c->quant_bits = rd32(r + 124);
+        c->shape[d] = smoe__le64(r + 72 + 8 * d);
+    c->offset = smoe__le64(r + 104);
+    c->nbytes = smoe__le64(r + 112);
+    c->quant_group = smoe__le32(r + 120);
+    c->quant_bits = smoe__le32(r + 124);
     const char *nul = memchr(r, 0, SMOE_COMPONENT_NAME_MAX);
     for (size_t k = nul ? (size_t)(nul - (const char *)r) : SMOE_COMPONENT_NAME_MAX;
          k < SMOE_COMPONENT_NAME_MAX; k++)
@@ -405,9 +381,9 @@ static int check_layouts(loader *L, smoe__vault *v)
     for (uint32_t j = 0; j < h->layouts; j++) {
         const unsigned char *r = L->lct + (size_t)j * SMOE__LAYOUT_SIZE;
         smoe__vault_layout *lo = &v->layouts[j];
-        lo->first = rd32(r);
-        lo->n = rd32(r + 4);
-        lo->min_bytes = rd64(r + 8);
+        lo->first = smoe__le32(r);
+        lo->n = smoe__le32(r + 4);
+        lo->min_bytes = smoe__le64(r + 8);
         if (lo->n == 0) {
             rc = smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": field n_components is 0, "
                             "expected at least 1", p, j);
@@ -447,7 +423,7 @@ static uint32_t first_entry_of(const loader *L, uint32_t layer, uint32_t expert,
 {
     for (uint32_t i = 0; i < limit; i++) {
         const unsigned char *r = L->table + (size_t)i * SMOE__ENTRY_SIZE;
-        if (rd32(r) == layer && rd32(r + 4) == expert)
+        if (smoe__le32(r) == layer && smoe__le32(r + 4) == expert)
             return i;
     }
     return limit;
@@ -462,9 +438,9 @@ static int check_entry(loader *L, smoe__vault *v, span *sp, uint32_t i)
     const char *p = L->path;
     const header *h = &L->h;
     const unsigned char *r = L->table + (size_t)i * SMOE__ENTRY_SIZE;
-    uint32_t layer = rd32(r), expert = rd32(r + 4), layout = rd32(r + 8);
-    uint32_t flags = rd32(r + 12);
-    uint64_t off = rd64(r + 16), size = rd64(r + 24), padded = rd64(r + 32);
+    uint32_t layer = smoe__le32(r), expert = smoe__le32(r + 4), layout = smoe__le32(r + 8);
+    uint32_t flags = smoe__le32(r + 12);
+    uint64_t off = smoe__le64(r + 16), size = smoe__le64(r + 24), padded = smoe__le64(r + 32);
 
     /* range */
     if (layer >= h->layers)
@@ -526,7 +502,7 @@ static int check_entry(loader *L, smoe__vault *v, span *sp, uint32_t i)
     e->offset = off;
     e->size = size;
     e->padded = padded;
-    e->hash = rd_hash(r + 40);
+    e->hash = smoe__hash_get(r + 40);
     e->layout = layout;
     e->present = 1;
     sp[i] = (span){off, padded, i};
@@ -544,14 +520,14 @@ static int check_overlaps(loader *L, span *sp)
     qsort(sp, h->entries, sizeof *sp, cmp_span);
     for (uint32_t k = 0; k < h->entries; k++) {
         const unsigned char *r = L->table + (size_t)sp[k].idx * SMOE__ENTRY_SIZE;
-        uint32_t layer = rd32(r), expert = rd32(r + 4);
+        uint32_t layer = smoe__le32(r), expert = smoe__le32(r + 4);
         if (k > 0 && sp[k].off < sp[k - 1].off + sp[k - 1].len) {
             const unsigned char *q = L->table + (size_t)sp[k - 1].idx * SMOE__ENTRY_SIZE;
             return smoe__fail(SMOE_EOVERLAP, ENTRY_FMT "fields offset, padded: the blob [%"
                               PRIu64 ", %" PRIu64 ") overlaps entry %" PRIu32 " (layer %"
                               PRIu32 ", expert %" PRIu32 ") at [%" PRIu64 ", %" PRIu64 ")",
                               p, sp[k].idx, layer, expert, sp[k].off, sp[k].off + sp[k].len,
-                              sp[k - 1].idx, rd32(q), rd32(q + 4), sp[k - 1].off,
+                              sp[k - 1].idx, smoe__le32(q), smoe__le32(q + 4), sp[k - 1].off,
                               sp[k - 1].off + sp[k - 1].len);
         }
         for (int t = 0; t < 3; t++) {

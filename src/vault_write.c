@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "smoe/smoe.h"
 #include "byteorder.h"
@@ -62,13 +61,6 @@ struct smoe_writer {
 };
 
 static const unsigned char zeros[SMOE__VAULT_ALIGN];
-
-static void wr_hash(unsigned char *p, uint64_t h)
-{
-    XXH64_canonical_t c;
-    XXH64_canonicalFromHash(&c, h);
-    memcpy(p, c.digest, sizeof c.digest);
-}
 
 static char *dup_str(const char *s)
 {
@@ -391,7 +383,7 @@ SMOE_API int smoe_writer_add_blob(smoe_writer *w, uint32_t layer, uint32_t exper
     smoe__put_le64(r + 16, w->pos);
     smoe__put_le64(r + 24, size);
     smoe__put_le64(r + 32, padded);
-    wr_hash(r + 40, smoe__hash(data, (size_t)size));
+    smoe__hash_put(r + 40, smoe__hash(data, (size_t)size));
     w->entries++;
     w->seen[key / 8] |= (unsigned char)(1u << (key % 8));
     w->pos += padded;
@@ -491,16 +483,13 @@ static int finish(smoe_writer *w)
     smoe__put_le64(h + 80, SMOE__VAULT_ALIGN);
     smoe__put_le64(h + 88, w->pos + total);
 
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) {
+    const smoe__bytes parts[] = {{h, 120}, {t, (size_t)total}};
+    uint64_t sum;
+    if (smoe__hash_parts(parts, 2, &sum) < 0) {
         free(t);
         return smoe__fail(SMOE_ENOMEM, "%s: %s: out of memory", fn, w->path);
     }
-    XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, h, 120);
-    XXH3_64bits_update(st, t, (size_t)total);
-    wr_hash(h + 120, XXH3_64bits_digest(st));
-    XXH3_freeState(st);
+    smoe__hash_put(h + 120, sum);
 
     int rc = write_at(w, t, total, w->pos, "the tables");
     free(t);

@@ -20,13 +20,7 @@
 #include "io.h"
 #include "fs.h"
 
-int smoe__fs_open_flags(unsigned flags, int *oflags)
-{
-    (void)oflags;
-    return (flags & SMOE__IO_TMPFILE) ? -EOPNOTSUPP : 0;
-}
-
-int smoe__fs_opened(int fd, unsigned flags)
+static int opened(int fd, unsigned flags)
 {
     /* macOS has no O_DIRECT: F_NOCACHE makes reads bypass the unified buffer
      * cache, which with aligned buffers becomes a DMA into them. */
@@ -35,7 +29,7 @@ int smoe__fs_opened(int fd, unsigned flags)
     return 0;
 }
 
-int smoe__fs_sync(int fd)
+static int sync_media(int fd)
 {
     /* fsync() on macOS does not flush the drive's cache; F_FULLFSYNC does. */
     if (fcntl(fd, F_FULLFSYNC) == 0)
@@ -43,7 +37,7 @@ int smoe__fs_sync(int fd)
     return fsync(fd) < 0 ? -errno : 0;
 }
 
-int smoe__fs_blkdev_size(int fd, uint64_t *size)
+static int blkdev_size(int fd, uint64_t *size)
 {
     uint64_t count;
     uint32_t bs;
@@ -53,18 +47,11 @@ int smoe__fs_blkdev_size(int fd, uint64_t *size)
     return 0;
 }
 
-int smoe__fs_link(int fd, const char *path)
-{
-    (void)fd;
-    (void)path;
-    return -EOPNOTSUPP;
-}
-
-void smoe__fs_drop_cache(int fd, uint64_t off, uint64_t len)
-{
-    /* No fadvise; the unified buffer cache keeps the few pages of a vault's
-     * header and tables (docs/portability.md). */
-    (void)fd;
-    (void)off;
-    (void)len;
-}
+/* No unnamed files, no link for them, and no fadvise: the unified buffer
+ * cache keeps the few pages of a vault's header and tables
+ * (docs/portability.md). */
+const smoe__fs smoe__fs_os = {
+    .opened = opened,
+    .sync = sync_media,
+    .blkdev_size = blkdev_size,
+};

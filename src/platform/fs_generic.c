@@ -4,55 +4,34 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #include "io.h"
 #include "fs.h"
 
-int smoe__fs_open_flags(unsigned flags, int *oflags)
+static int open_flags(unsigned flags, int *oflags)
 {
     if (flags & SMOE__IO_TMPFILE)
         return -EOPNOTSUPP;
 #if defined(O_DIRECT)
     if (flags & SMOE__IO_DIRECT)
         *oflags |= O_DIRECT;
-#endif
-    return 0;
-}
-
-int smoe__fs_opened(int fd, unsigned flags)
-{
-    (void)fd;
-    (void)flags;
-    return 0;
-}
-
-int smoe__fs_sync(int fd)
-{
-    return fsync(fd) < 0 ? -errno : 0;
-}
-
-int smoe__fs_blkdev_size(int fd, uint64_t *size)
-{
-    (void)fd;
-    *size = 0;
-    return 0;
-}
-
-int smoe__fs_link(int fd, const char *path)
-{
-    (void)fd;
-    (void)path;
-    return -EOPNOTSUPP;
-}
-
-void smoe__fs_drop_cache(int fd, uint64_t off, uint64_t len)
-{
-#if defined(POSIX_FADV_DONTNEED)
-    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
 #else
-    (void)fd;
-    (void)off;
-    (void)len;
+    (void)oflags;
 #endif
+    return 0;
 }
+
+#if defined(POSIX_FADV_DONTNEED)
+static void drop_cache(int fd, uint64_t off, uint64_t len)
+{
+    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+}
+#define SMOE__DROP_CACHE drop_cache
+#else
+#define SMOE__DROP_CACHE NULL
+#endif
+
+const smoe__fs smoe__fs_os = {
+    .open_flags = open_flags,
+    .drop_cache = SMOE__DROP_CACHE,
+};

@@ -10,7 +10,7 @@
 #include "io.h"
 #include "fs.h"
 
-int smoe__fs_open_flags(unsigned flags, int *oflags)
+static int open_flags(unsigned flags, int *oflags)
 {
     if (flags & SMOE__IO_TMPFILE) {
 #if defined(O_TMPFILE)
@@ -24,19 +24,7 @@ int smoe__fs_open_flags(unsigned flags, int *oflags)
     return 0;
 }
 
-int smoe__fs_opened(int fd, unsigned flags)
-{
-    (void)fd;
-    (void)flags;
-    return 0;
-}
-
-int smoe__fs_sync(int fd)
-{
-    return fsync(fd) < 0 ? -errno : 0;
-}
-
-int smoe__fs_blkdev_size(int fd, uint64_t *size)
+static int blkdev_size(int fd, uint64_t *size)
 {
     uint64_t n;
     if (ioctl(fd, BLKGETSIZE64, &n) < 0)
@@ -45,7 +33,7 @@ int smoe__fs_blkdev_size(int fd, uint64_t *size)
     return 0;
 }
 
-int smoe__fs_link(int fd, const char *path)
+static int link_unnamed(int fd, const char *path)
 {
     /* Through /proc, since linkat's AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH. */
     char self[64];
@@ -53,7 +41,14 @@ int smoe__fs_link(int fd, const char *path)
     return linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
-void smoe__fs_drop_cache(int fd, uint64_t off, uint64_t len)
+static void drop_cache(int fd, uint64_t off, uint64_t len)
 {
     (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
 }
+
+const smoe__fs smoe__fs_os = {
+    .open_flags = open_flags,
+    .blkdev_size = blkdev_size,
+    .link = link_unnamed,
+    .drop_cache = drop_cache,
+};

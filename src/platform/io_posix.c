@@ -43,7 +43,8 @@ static int os_open(const smoe__io *io, const char *path, unsigned flags)
         oflags |= O_RDONLY;
     if (flags & SMOE__IO_NONBLOCK)
         oflags |= O_NONBLOCK;
-    int e = smoe__fs_open_flags(flags, &oflags);
+    int e = smoe__fs_os.open_flags ? smoe__fs_os.open_flags(flags, &oflags)
+                                    : (flags & SMOE__IO_TMPFILE) ? -EOPNOTSUPP : 0;
     if (e < 0)
         return e;
     int fd;
@@ -52,7 +53,7 @@ static int os_open(const smoe__io *io, const char *path, unsigned flags)
     } while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -errno;
-    e = smoe__fs_opened(fd, flags);
+    e = smoe__fs_os.opened ? smoe__fs_os.opened(fd, flags) : 0;
     if (e == 0 && (flags & SMOE__IO_NONBLOCK))
         e = settle_nonblock(fd);
     if (e < 0) {
@@ -87,7 +88,9 @@ static ssize_t os_pwrite(const smoe__io *io, int fd, const void *buf, size_t n,
 static int os_fsync(const smoe__io *io, int fd)
 {
     (void)io;
-    return smoe__fs_sync(fd);
+    if (smoe__fs_os.sync)
+        return smoe__fs_os.sync(fd);
+    return fsync(fd) < 0 ? -errno : 0;
 }
 
 static int os_rename(const smoe__io *io, const char *from, const char *to)
@@ -121,7 +124,10 @@ static int os_stat(const smoe__io *io, int fd, smoe__io_stat *out)
                               : SMOE__IO_TYPE_OTHER;
     /* A block device's st_size is 0: ask the device (a vault may be written
      * to a raw partition). */
-    return out->type == SMOE__IO_TYPE_BLK ? smoe__fs_blkdev_size(fd, &out->size) : 0;
+    if (out->type != SMOE__IO_TYPE_BLK)
+        return 0;
+    out->size = 0;
+    return smoe__fs_os.blkdev_size ? smoe__fs_os.blkdev_size(fd, &out->size) : 0;
 }
 
 static int os_size(const smoe__io *io, int fd, uint64_t *size)
@@ -136,13 +142,14 @@ static int os_size(const smoe__io *io, int fd, uint64_t *size)
 static int os_link(const smoe__io *io, int fd, const char *path)
 {
     (void)io;
-    return smoe__fs_link(fd, path);
+    return smoe__fs_os.link ? smoe__fs_os.link(fd, path) : -EOPNOTSUPP;
 }
 
 static void os_drop_cache(const smoe__io *io, int fd, uint64_t off, uint64_t len)
 {
     (void)io;
-    smoe__fs_drop_cache(fd, off, len);
+    if (smoe__fs_os.drop_cache)
+        smoe__fs_os.drop_cache(fd, off, len);
 }
 
 const smoe__io smoe__io_os = {

@@ -18,20 +18,6 @@
 #include "pack.h"
 #include "vault.h"
 
-static void put_hash(uint8_t *p, uint64_t h)
-{
-    XXH64_canonical_t c;
-    XXH64_canonicalFromHash(&c, h);
-    memcpy(p, c.digest, 8);
-}
-
-static uint64_t get_hash(const uint8_t *p)
-{
-    XXH64_canonical_t c;
-    memcpy(c.digest, p, 8);
-    return XXH64_hashFromCanonical(&c);
-}
-
 static uint64_t record_size(size_t name_len)
 {
     return (PACK_SCOUT_RECORD + name_len + 7) / 8 * 8;
@@ -116,7 +102,7 @@ int pack_scout_encode(const pack_scout *sc, uint8_t **out, size_t *len)
         size_t nl = strlen(e->name);
         smoe__put_le64(r + 0, e->offset);
         smoe__put_le64(r + 8, e->nbytes);
-        put_hash(r + 16, e->hash);
+        smoe__hash_put(r + 16, e->hash);
         smoe__put_le32(r + 24, e->dtype);
         smoe__put_le32(r + 28, e->ndim);
         smoe__put_le32(r + 32, e->quant_group);
@@ -127,16 +113,13 @@ int pack_scout_encode(const pack_scout *sc, uint8_t **out, size_t *len)
         memcpy(r + PACK_SCOUT_RECORD, e->name, nl);
         r += record_size(nl);
     }
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) {
+    const smoe__bytes parts[] = {{b, 56}, {b + PACK_SCOUT_HEADER, (size_t)sc->index_bytes}};
+    uint64_t sum;
+    if (smoe__hash_parts(parts, 2, &sum) < 0) {
         free(b);
         return smoe__fail(SMOE_ENOMEM, "out of memory");
     }
-    XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, b, 56);
-    XXH3_64bits_update(st, b + PACK_SCOUT_HEADER, (size_t)sc->index_bytes);
-    put_hash(b + 56, XXH3_64bits_digest(st));
-    XXH3_freeState(st);
+    smoe__hash_put(b + 56, sum);
     *out = b;
     *len = n;
     return 0;
@@ -174,7 +157,7 @@ static int decode_record(const uint8_t *r, uint64_t room, const char *fname, pac
     sc->count = i + 1;
     e->offset = smoe__le64(r);
     e->nbytes = smoe__le64(r + 8);
-    e->hash = get_hash(r + 16);
+    e->hash = smoe__hash_get(r + 16);
     e->dtype = smoe__le32(r + 24);
     e->ndim = smoe__le32(r + 28);
     e->quant_group = smoe__le32(r + 32);
@@ -303,15 +286,11 @@ int pack_scout_parse(const uint8_t *buf, size_t n, uint64_t file_size, const cha
     if (n < PACK_SCOUT_HEADER + ixbytes)
         return PACK_NEED_MORE;
 
-    XXH3_state_t *st = XXH3_createState();
-    if (!st)
+    const smoe__bytes parts[] = {{buf, 56}, {buf + PACK_SCOUT_HEADER, (size_t)ixbytes}};
+    uint64_t sum;
+    if (smoe__hash_parts(parts, 2, &sum) < 0)
         return smoe__fail(SMOE_ENOMEM, "out of memory");
-    XXH3_64bits_reset(st);
-    XXH3_64bits_update(st, buf, 56);
-    XXH3_64bits_update(st, buf + PACK_SCOUT_HEADER, (size_t)ixbytes);
-    uint64_t sum = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    if (sum != get_hash(buf + 56))
+    if (sum != smoe__hash_get(buf + 56))
         return smoe__fail(SMOE_EHDRSUM, "%s: header and index checksum mismatch", fname);
 
     out->index_bytes = ixbytes;
