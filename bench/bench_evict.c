@@ -52,7 +52,7 @@ static void fill(smoe_stream *s)
     const uint32_t nkeys = LAYERS * EXPERTS;
     for (uint32_t v = 0; v < s->ring.nslots; v++) {
         uint64_t w = smoe__w_new_load(0, v % nkeys, 0);
-        atomic_store(&s->ring.word[v], smoe__w_with_state(w, SMOE__CONSUMED));
+        atomic_store(&s->ring.word[v], smoe__w_with_state(w, SMOE__SLOT_CONSUMED));
         atomic_store(&s->ring.tick[v], v);
     }
     if (!s->reuse)

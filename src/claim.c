@@ -63,7 +63,7 @@ static smoe_claim_status fill_blob(struct smoe_stream *s, uint32_t layer, uint32
     smoe__touch(s, v);
     smoe__freq_hit(&s->freq, key);
     SMOE__COUNT(s, c_claims, 1);
-    if (smoe__w_state(w) == SMOE__CONSUMED) {
+    if (smoe__w_state(w) == SMOE__SLOT_CONSUMED) {
         SMOE__COUNT(s, c_claim_hits, 1);
         return SMOE_HIT;
     }

@@ -32,15 +32,15 @@ static int victim_class(uint64_t w, unsigned kind, int ranked)
     if (smoe__w_refs(w) != 0 || smoe__w_pins(w) != 0)
         return -1;
     switch (smoe__w_state(w)) {
-    case SMOE__FAILED:
+    case SMOE__SLOT_FAILED:
         return 0;
-    case SMOE__CONSUMED:
+    case SMOE__SLOT_CONSUMED:
         return 1;
-    case SMOE__READY:
+    case SMOE__SLOT_READY:
         if (!(w & SMOE__W_SPEC))
             return -1; /* demand READY: pinned until claimed */
         return ranked ? 1 : 2;
-    case SMOE__LOADING:
+    case SMOE__SLOT_LOADING:
         /* A queued speculative read may be cancelled, but only to make room
          * for demand: speculation never cancels speculation. */
         if ((w & SMOE__W_STARTED) || !(w & SMOE__W_SPEC) || kind != SMOE__PICK_DEMAND)
@@ -78,7 +78,7 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
         uint32_t v = start + i < n ? start + i : start + i - n;
         /* a slot we go on to take is seen with its readers done */
         uint64_t w = smoe__slot_word(&s->ring, v);
-        if (smoe__w_state(w) == SMOE__EMPTY) {
+        if (smoe__w_state(w) == SMOE__SLOT_EMPTY) {
             /* relaxed: a hint for the next scan */
             atomic_store_explicit(&s->empty_hint, v + 1, memory_order_relaxed);
             *slot = v;
@@ -146,7 +146,7 @@ int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot
 
     for (uint32_t v = 0; v < n; v++) {
         uint64_t w = smoe__slot_word(&s->ring, v);
-        if (smoe__w_state(w) == SMOE__EMPTY) {
+        if (smoe__w_state(w) == SMOE__SLOT_EMPTY) {
             *slot = v;
             *word = w;
             return 1;

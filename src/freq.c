@@ -153,7 +153,7 @@ static const char *status_name(int st)
 
 /* Load the file into counts (zeros stay where it is ignored): a
  * SMOE_FREQ_* status, or SMOE_ENOMEM; *why may point into msg. */
-static int load(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno,
+static int read_histogram(struct smoe_stream *s, uint64_t *counts, const char **why, int *eno,
                 char *msg, size_t cap)
 {
     smoe__freq *f = &s->freq;
@@ -232,7 +232,7 @@ int smoe__freq_open(struct smoe_stream *s, const smoe_open_opts *o)
         const char *why = "";
         char msg[96];
         int eno;
-        f->status = load(s, loaded, &why, &eno, msg, sizeof msg);
+        f->status = read_histogram(s, loaded, &why, &eno, msg, sizeof msg);
         if (f->status == SMOE_ENOMEM) {
             free(loaded);
             return smoe__fail(SMOE_ENOMEM, "open: out of memory reading the popularity "

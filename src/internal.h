@@ -36,7 +36,6 @@
 
 #define SMOE__ALIGN 16384u
 #define SMOE__DEFAULT_WORKERS 16u
-#define SMOE__DEFAULT_SLOTS 64u
 #define SMOE__DEFAULT_SPEC_PCT 25u
 /* Read chunks (docs/benchmarks.md, "Chunked reads"): demand reads in large
  * chunks for throughput, speculative and pre-warm reads in small ones so

@@ -93,9 +93,9 @@ static void count_eviction(struct smoe_stream *s, uint64_t w)
     SMOE__COUNT(s, c_evictions, 1);
     unsigned st = smoe__w_state(w);
     int counted_spec = (w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM);
-    if (st == SMOE__READY && counted_spec)
+    if (st == SMOE__SLOT_READY && counted_spec)
         SMOE__COUNT(s, c_spec_wasted_bytes, entry_of_key(s, smoe__w_key(w))->padded);
-    if (st == SMOE__LOADING) {
+    if (st == SMOE__SLOT_LOADING) {
         SMOE__COUNT(s, c_spec_cancelled, 1);
         if (counted_spec)
             smoe__spec_put(s);
@@ -164,7 +164,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
     uint64_t w;
     if (!take_slot(s, key, kflags, &v, &w, &gen))
         return no_slot(s, key, kflags, q, n);
-    if (smoe__w_state(w) != SMOE__EMPTY) {
+    if (smoe__w_state(w) != SMOE__SLOT_EMPTY) {
         /* The previous owner: its map entry, its figures, and a claimer
          * parked on its word (a cancelled read) must look again. */
         smoe__map_clear(s, smoe__w_key(w), smoe__map_make(v, smoe__w_gen(w)));

@@ -58,7 +58,7 @@ static uint32_t owned_slots(struct smoe_stream *s)
         uint64_t w = smoe__slot_peek(&s->ring, v);
         unsigned st = smoe__w_state(w);
         if ((w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0 &&
-            (st == SMOE__READY || st == SMOE__LOADING))
+            (st == SMOE__SLOT_READY || st == SMOE__SLOT_LOADING))
             n++;
     }
     return n;
@@ -73,7 +73,7 @@ static int hotter(const void *a, const void *b)
 }
 
 /* Keys with a nonzero count, hottest first. */
-static size_t rank(struct smoe_stream *s)
+static size_t rank_by_claims(struct smoe_stream *s)
 {
     size_t n = 0;
     for (size_t k = 0; k < s->freq.n; k++) {
@@ -146,7 +146,7 @@ static int issue(struct smoe_stream *s, uint32_t key)
 static void run_pass(struct smoe_stream *s)
 {
     smoe__prewarm *pw = &s->prewarm;
-    size_t n = rank(s);
+    size_t n = rank_by_claims(s);
     /* relaxed: the clock only ranks; the floor is read back by this thread */
     atomic_store_explicit(&pw->floor, atomic_load_explicit(&s->clock, memory_order_relaxed),
                           memory_order_relaxed);

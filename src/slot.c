@@ -94,7 +94,7 @@
 void smoe__slots_init(smoe__ring *r)
 {
     for (uint32_t i = 0; i < r->nslots; i++) {
-        atomic_init(&r->word[i], SMOE__EMPTY);
+        atomic_init(&r->word[i], SMOE__SLOT_EMPTY);
         atomic_init(&r->err[i], 0);
         atomic_init(&r->fault[i].what, SMOE__FAULT_NONE);
         atomic_init(&r->fault[i].eno, 0);
@@ -176,17 +176,17 @@ static smoe__join join_word(uint64_t w, uint32_t key, uint32_t gen, int demand, 
 {
     const unsigned st = smoe__w_state(w);
     *nw = w;
-    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen || st == SMOE__EMPTY)
+    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen || st == SMOE__SLOT_EMPTY)
         return SMOE__JOIN_GONE;
     if (demand && smoe__w_pins(w) == SMOE__W_PIN_MAX)
         return SMOE__JOIN_PINS_FULL;
     switch (st) {
-    case SMOE__READY:
-    case SMOE__CONSUMED:
+    case SMOE__SLOT_READY:
+    case SMOE__SLOT_CONSUMED:
         if (demand)
             *nw += SMOE__W_PIN_ONE; /* pinned until claimed */
         return SMOE__JOIN_RESIDENT;
-    case SMOE__LOADING:
+    case SMOE__SLOT_LOADING:
         if (demand) {
             *nw += SMOE__W_PIN_ONE;
             /* The first pin of a speculative read upgrades it; not started
@@ -195,7 +195,7 @@ static smoe__join join_word(uint64_t w, uint32_t key, uint32_t gen, int demand, 
                 *nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
         }
         return SMOE__JOIN_INFLIGHT;
-    case SMOE__FAILED:
+    case SMOE__SLOT_FAILED:
         if (!demand)
             return SMOE__JOIN_NO_RETRY;
         if (!room)
@@ -203,7 +203,7 @@ static smoe__join join_word(uint64_t w, uint32_t key, uint32_t gen, int demand, 
         /* LOADING again, same gen, STARTED until re-armed (as reserve) */
         *nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM | SMOE__W_STARTED |
                       SMOE__W_WAITERS)) |
-               SMOE__LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE;
+               SMOE__SLOT_LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE;
         return SMOE__JOIN_RETRY;
     default:
         return SMOE__JOIN_GONE;
@@ -255,7 +255,7 @@ uint32_t smoe__slot_arm(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_
      * no worker can take a chunk before the arming above. */
     /* relaxed: the CAS below re-checks */
     uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
-    while (smoe__w_gen(w) == gen && smoe__w_state(w) == SMOE__LOADING &&
+    while (smoe__w_gen(w) == gen && smoe__w_state(w) == SMOE__SLOT_LOADING &&
            (w & SMOE__W_STARTED) &&
            /* release: [A]; relaxed on failure: the loop re-checks */
            !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w & ~SMOE__W_STARTED,
@@ -272,13 +272,13 @@ int smoe__slot_cancel(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t 
     uint64_t nw;
     do {
         if (smoe__w_key(*w) != key || smoe__w_gen(*w) != gen ||
-            smoe__w_state(*w) != SMOE__LOADING)
+            smoe__w_state(*w) != SMOE__SLOT_LOADING)
             return SMOE_ENOTRESIDENT;
         if ((*w & SMOE__W_STARTED) || smoe__w_pins(*w) || !(*w & SMOE__W_SPEC))
             return SMOE_EBUSY;
         /* EMPTY under a new generation: the queued tokens no longer match */
         nw = ((uint64_t)((gen + 1) & ((1u << SMOE__W_GEN_BITS) - 1)) << SMOE__W_GEN_SHIFT) |
-             SMOE__EMPTY;
+             SMOE__SLOT_EMPTY;
         /* acq_rel: [K]; acquire on failure: the reloaded word is checked
          * again */
     } while (!atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw,
@@ -295,7 +295,7 @@ int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *
     /* acquire: [A] through the word (the arming's release CAS) and [R] */
     uint64_t w = atomic_load_explicit(word, memory_order_acquire);
     for (;;) {
-        if (smoe__w_state(w) != SMOE__LOADING || smoe__w_gen(w) != gen)
+        if (smoe__w_state(w) != SMOE__SLOT_LOADING || smoe__w_gen(w) != gen)
             return 0; /* cancelled, evicted, done, or stale */
         if (w & SMOE__W_STARTED)
             break;
@@ -381,7 +381,7 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
     uint64_t w = atomic_load_explicit(word, memory_order_relaxed), nw;
     do {
         nw = (w & ~(SMOE__W_STATE_MASK | SMOE__W_STARTED | SMOE__W_WAITERS)) |
-             (err ? SMOE__FAILED : SMOE__READY);
+             (err ? SMOE__SLOT_FAILED : SMOE__SLOT_READY);
         /* release: [P]; relaxed on failure: retry */
     } while (!atomic_compare_exchange_weak_explicit(word, &w, nw, memory_order_release,
                                                     memory_order_relaxed));
@@ -448,21 +448,21 @@ smoe__claim_step smoe__slot_claim(struct smoe_stream *s, uint32_t v, uint32_t ke
         if (smoe__w_key(*w) != key || smoe__w_gen(*w) != gen)
             return SMOE__CLAIM_GONE; /* evicted since the map was read */
         switch (smoe__w_state(*w)) {
-        case SMOE__LOADING:
+        case SMOE__SLOT_LOADING:
             return SMOE__CLAIM_LOADING;
-        case SMOE__FAILED:
+        case SMOE__SLOT_FAILED:
             if (claim_failed(s, v, w, err, why))
                 return SMOE__CLAIM_FAILED;
             continue;
-        case SMOE__READY:
-        case SMOE__CONSUMED:
+        case SMOE__SLOT_READY:
+        case SMOE__SLOT_CONSUMED:
             break;
         default:
             return SMOE__CLAIM_GONE;
         }
         if (smoe__w_refs(*w) >= SMOE__W_REF_MAX)
             return SMOE__CLAIM_REFS_FULL;
-        uint64_t nw = ((*w & ~SMOE__W_STATE_MASK) | SMOE__CONSUMED) + SMOE__W_REF_ONE -
+        uint64_t nw = ((*w & ~SMOE__W_STATE_MASK) | SMOE__SLOT_CONSUMED) + SMOE__W_REF_ONE -
                       (smoe__w_pins(*w) ? SMOE__W_PIN_ONE : 0);
         /* acquire: [P], the blob's bytes; failure reloads *w */
         if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw, memory_order_acquire,
@@ -498,7 +498,7 @@ int smoe__slot_release(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t
     uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
     for (;;) {
         if (smoe__w_gen(w) != gen || smoe__w_key(w) != key ||
-            smoe__w_state(w) != SMOE__CONSUMED || smoe__w_refs(w) == 0)
+            smoe__w_state(w) != SMOE__SLOT_CONSUMED || smoe__w_refs(w) == 0)
             return -1;
         /* release: [R]; relaxed on failure: retry */
         if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w - SMOE__W_REF_ONE,
@@ -524,7 +524,7 @@ int smoe__slot_loading(struct smoe_stream *s, uint32_t key)
         return 0;
     uint64_t w = smoe__slot_peek(&s->ring, smoe__map_slot(me));
     return smoe__w_key(w) == key && smoe__w_gen(w) == smoe__map_gen(me) &&
-           smoe__w_state(w) == SMOE__LOADING;
+           smoe__w_state(w) == SMOE__SLOT_LOADING;
 }
 
 void smoe__slots_shutdown(struct smoe_stream *s)

@@ -36,13 +36,14 @@
 #include "io.h"
 #include "platform/region.h"
 
-enum {
-    SMOE__EMPTY = 0,
-    SMOE__LOADING = 1,
-    SMOE__READY = 2,
-    SMOE__CONSUMED = 3,
-    SMOE__FAILED = 4
-};
+/* A slot word's state (its low 3 bits). */
+typedef enum smoe__slot_state {
+    SMOE__SLOT_EMPTY = 0,
+    SMOE__SLOT_LOADING = 1,
+    SMOE__SLOT_READY = 2,
+    SMOE__SLOT_CONSUMED = 3,
+    SMOE__SLOT_FAILED = 4
+} smoe__slot_state;
 
 #define SMOE__W_STATE_MASK 0x7ull
 #define SMOE__W_STARTED (1ull << 3)
@@ -62,7 +63,10 @@ enum {
 #define SMOE__W_GEN_SHIFT 44
 #define SMOE__W_GEN_BITS 20
 
-static inline unsigned smoe__w_state(uint64_t w) { return (unsigned)(w & SMOE__W_STATE_MASK); }
+static inline smoe__slot_state smoe__w_state(uint64_t w)
+{
+    return (smoe__slot_state)(w & SMOE__W_STATE_MASK);
+}
 static inline uint32_t smoe__w_pins(uint64_t w)
 {
     return (uint32_t)(w >> SMOE__W_PIN_SHIFT) & SMOE__W_PIN_MAX;
@@ -88,7 +92,7 @@ static inline uint64_t smoe__w_with_state(uint64_t w, unsigned state)
 static inline uint64_t smoe__w_new_load(uint64_t old, uint32_t key, uint64_t flags)
 {
     uint64_t gen = (smoe__w_gen(old) + 1) & ((1u << SMOE__W_GEN_BITS) - 1);
-    return SMOE__LOADING | flags | ((uint64_t)key << SMOE__W_KEY_SHIFT) |
+    return SMOE__SLOT_LOADING | flags | ((uint64_t)key << SMOE__W_KEY_SHIFT) |
            (gen << SMOE__W_GEN_SHIFT);
 }
 

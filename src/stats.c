@@ -47,11 +47,11 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
         if (smoe__w_refs(w))
             f.slots_referenced++;
         switch (smoe__w_state(w)) {
-        case SMOE__EMPTY: f.slots_empty++; break;
-        case SMOE__LOADING: f.slots_loading++; break;
-        case SMOE__READY: f.slots_ready++; break;
-        case SMOE__CONSUMED: f.slots_retained += smoe__w_refs(w) == 0; break;
-        case SMOE__FAILED: f.slots_failed++; break;
+        case SMOE__SLOT_EMPTY: f.slots_empty++; break;
+        case SMOE__SLOT_LOADING: f.slots_loading++; break;
+        case SMOE__SLOT_READY: f.slots_ready++; break;
+        case SMOE__SLOT_CONSUMED: f.slots_retained += smoe__w_refs(w) == 0; break;
+        case SMOE__SLOT_FAILED: f.slots_failed++; break;
         default: break;
         }
     }

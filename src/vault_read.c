@@ -639,7 +639,7 @@ const char *smoe__vault_meta(const smoe__vault *v, const char *key)
 
 /* ---- load and free ------------------------------------------------------- */
 
-static int load(loader *L, smoe__vault *v)
+static int open_and_check(loader *L, smoe__vault *v)
 {
     int rc;
     /* Without blocking: a FIFO would wait for a writer forever. */
@@ -715,7 +715,7 @@ int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, un
     L.path = path;
     L.io = io;
     L.fd = -1;
-    int rc = load(&L, v);
+    int rc = open_and_check(&L, v);
     memcpy(v->read, L.read, sizeof v->read);
     v->n_read = L.n_read;
     if (L.fd >= 0) {

@@ -439,7 +439,9 @@ static void sync_dir(const smoe_writer *w)
     free(dir);
 }
 
-static int finish(smoe_writer *w)
+/* The tables after the last blob, then the header with its checksum; fsync,
+ * close, and rename the temporary file over the vault's path. */
+static int write_tables_and_rename(smoe_writer *w)
 {
     static const char fn[] = "smoe_writer_finish";
     if (w->entries == 0)
@@ -514,7 +516,7 @@ SMOE_API int smoe_writer_finish(smoe_writer *w)
     if (!w)
         return rc;
     if (rc == 0)
-        rc = finish(w);
+        rc = write_tables_and_rename(w);
     if (rc < 0) {
         writer_discard(w);
         return rc;

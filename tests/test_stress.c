@@ -267,12 +267,12 @@ static void check_map(smoe_stream *s)
         assert_true(v < s->ring.nslots);
         uint64_t w = atomic_load(&s->ring.word[v]);
         /* A stale entry is allowed (cleared lazily) only if the slot moved on. */
-        if (smoe__w_key(w) == k && smoe__w_state(w) != SMOE__EMPTY)
+        if (smoe__w_key(w) == k && smoe__w_state(w) != SMOE__SLOT_EMPTY)
             assert_int_equal(smoe__w_gen(w), smoe__map_gen(m));
     }
     for (uint32_t v = 0; v < s->ring.nslots; v++) {
         uint64_t w = atomic_load(&s->ring.word[v]);
-        if (smoe__w_state(w) == SMOE__EMPTY)
+        if (smoe__w_state(w) == SMOE__SLOT_EMPTY)
             continue;
         assert_int_equal(smoe__w_refs(w), 0);
         assert_false(w & (SMOE__W_STARTED | SMOE__W_WAITERS));

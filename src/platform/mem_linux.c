@@ -72,7 +72,7 @@ static char *read_text(const smoe__io *io, const char *path, int *err)
     return NULL;
 }
 
-static void note(smoe__mem_probe *p, const char *fmt, const char *path, int err)
+static void note_unread(smoe__mem_probe *p, const char *fmt, const char *path, int err)
 {
     if (err == -ENOMEM)
         p->nomem = 1;
@@ -96,19 +96,19 @@ static int read_level(const smoe__io *io, smoe__mem_probe *p, const char *dir, i
     if (!lt) {
         /* No such file: the v2 root, or no memory controller there. */
         if (err != -ENOENT)
-            note(p, "%s: %s", lpath, err);
+            note_unread(p, "%s: %s", lpath, err);
         return 0;
     }
     uint64_t limit, usage = 0;
     int bad = smoe__parse_cg_value(lt, &limit) < 0;
     free(lt);
     if (bad) {
-        note(p, "%s: %s", lpath, 0);
+        note_unread(p, "%s: %s", lpath, 0);
         return 0;
     }
     char *ut = read_text(io, upath, &err);
     if (!ut || smoe__parse_cg_value(ut, &usage) < 0 || usage == SMOE__NO_LIMIT) {
-        note(p, "%s: %s", upath, ut ? 0 : err);
+        note_unread(p, "%s: %s", upath, ut ? 0 : err);
         free(ut);
         if (limit != SMOE__NO_LIMIT)
             usage = limit; /* a limit with unknown usage: assume no room left */
@@ -165,9 +165,9 @@ void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p)
     int err;
     char *t = read_text(io, "/proc/meminfo", &err);
     if (!t) {
-        note(p, "%s: %s", "/proc/meminfo", err);
+        note_unread(p, "%s: %s", "/proc/meminfo", err);
     } else if (smoe__parse_meminfo(t, &p->mem_total, &p->mem_available) < 0) {
-        note(p, "%s: %s", "/proc/meminfo", 0);
+        note_unread(p, "%s: %s", "/proc/meminfo", 0);
     } else {
         p->have_mem = 1;
         p->mem_source = "/proc/meminfo";
@@ -177,7 +177,7 @@ void smoe__mem_probe_read(const smoe__io *io, smoe__mem_probe *p)
     char *cg = read_text(io, "/proc/self/cgroup", &err);
     char *mi = cg ? read_text(io, "/proc/self/mountinfo", &err) : NULL;
     if (!cg || !mi) {
-        note(p, "%s: %s", cg ? "/proc/self/mountinfo" : "/proc/self/cgroup", err);
+        note_unread(p, "%s: %s", cg ? "/proc/self/mountinfo" : "/proc/self/cgroup", err);
     } else {
         char v1[256], v2[256];
         int found = smoe__parse_proc_cgroup(cg, v1, sizeof v1, v2, sizeof v2);
