@@ -85,7 +85,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     const uint32_t key = layer * s->vault.experts + expert;
     *wait_slot = UINT32_MAX;
     why->what = SMOE__FAULT_NONE;
-    uint64_t me = smoe__map_lookup(s, key);
+    uint64_t me = smoe__map_lookup(s->map, key);
     if (me == SMOE__MAP_NONE)
         return SMOE_ENOTRESIDENT;
     if (me == SMOE__MAP_PENDING)
@@ -93,7 +93,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
     uint64_t w;
     int err = 0;
-    switch (smoe__slot_claim(s, v, key, gen, &w, &err, why)) {
+    switch (smoe__slot_claim(&s->ring, v, key, gen, &w, &err, why)) {
     case SMOE__CLAIM_TAKEN:
         return fill_blob(s, layer, expert, v, gen, w, blob);
     case SMOE__CLAIM_LOADING:
@@ -244,7 +244,7 @@ SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob)
                           (void *)(uintptr_t)blob->reserved_[1]);
     const uint32_t v = blob->slot;
     const uint32_t key = blob->layer * s->vault.experts + blob->expert;
-    if (smoe__slot_release(s, v, key, blob->gen) < 0)
+    if (smoe__slot_release(&s->ring, v, key, blob->gen) < 0)
         return smoe__fail(SMOE_EINVAL, "release: slot %u does not hold a reference "
                           "for (layer %u, expert %u)", v, blob->layer, blob->expert);
     blob->held = 0;

@@ -111,7 +111,7 @@ static int no_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, smoe__m
     smoe__mpmc_unreserve(q, n);
     if (!demand && !(kflags & SMOE__W_PREWARM))
         smoe__spec_put(s);
-    smoe__map_unreserve(s, key);
+    smoe__map_unreserve(s->map, key);
     if (demand) {
         SMOE__COUNT(s, c_full, 1);
         return smoe__fail(SMOE_EFULL, "prefetch: every one of %u slots is referenced, loading "
@@ -144,7 +144,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
     const int demand = !(kflags & SMOE__W_SPEC);
     const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
     if (counted_spec && !spec_budget_take(s)) {
-        smoe__map_unreserve(s, key);
+        smoe__map_unreserve(s->map, key);
         SMOE__COUNT(s, c_spec_skipped, 1);
         return SMOE_SKIPPED;
     }
@@ -154,7 +154,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
     if (!smoe__mpmc_reserve(q, n)) {
         if (counted_spec)
             smoe__spec_put(s);
-        smoe__map_unreserve(s, key);
+        smoe__map_unreserve(s->map, key);
         if (demand)
             return no_demand_room(s, key, n);
         SMOE__COUNT(s, c_spec_skipped, 1);
@@ -167,14 +167,14 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
     if (smoe__w_state(w) != SMOE__SLOT_EMPTY) {
         /* The previous owner: its map entry, its figures, and a claimer
          * parked on its word (a cancelled read) must look again. */
-        smoe__map_clear(s, smoe__w_key(w), smoe__map_make(v, smoe__w_gen(w)));
+        smoe__map_clear(s->map, smoe__w_key(w), smoe__map_make(v, smoe__w_gen(w)));
         count_eviction(s, w);
         smoe__slot_wake_waiters(s, v, w);
     }
     if (s->reuse)
         smoe__reuse_forget(s->reuse, v); /* a new key: its score is not ours */
     smoe__touch(s, v); /* a fresh tick, so a burst cannot evict its own head */
-    smoe__map_point(s, key, v, gen);
+    smoe__map_point(s->map, key, v, gen);
     queue_load(s, v, gen, key, demand);
     if (demand)
         SMOE__COUNT(s, c_misses, 1);
@@ -248,7 +248,8 @@ static int join_slot(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t g
     int room = 0;
     uint64_t w;
     smoe__join j;
-    while ((j = smoe__slot_join(s, v, key, gen, demand, room, &w)) == SMOE__JOIN_NEED_ROOM) {
+    while ((j = smoe__slot_join(&s->ring, v, key, gen, demand, room, &w)) ==
+           SMOE__JOIN_NEED_ROOM) {
         if (!smoe__mpmc_reserve(&s->demand_q, nretry)) {
             *r = no_demand_room(s, key, nretry);
             return 1;
@@ -271,9 +272,9 @@ int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 {
     unsigned spins = 0;
     for (;;) {
-        uint64_t me = smoe__map_lookup(s, key);
+        uint64_t me = smoe__map_lookup(s->map, key);
         if (me == SMOE__MAP_NONE) {
-            if (smoe__map_try_reserve(s, key))
+            if (smoe__map_try_reserve(s->map, key))
                 return load_into_new_slot(s, key, kflags);
             continue;
         }
@@ -290,7 +291,7 @@ int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
             return r;
         /* Stale entry: the slot went to another expert. Clear it (the
          * evictor does too; whoever is first wins) and look again. */
-        smoe__map_clear(s, key, me);
+        smoe__map_clear(s->map, key, me);
     }
 }
 
@@ -337,7 +338,7 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert)
         return smoe__fail(SMOE_ENOENT, "cancel: no expert (layer %u, expert %u) in %s",
                           layer, expert, s->vault.path);
     const uint32_t key = layer * s->vault.experts + expert;
-    uint64_t me = smoe__map_lookup(s, key);
+    uint64_t me = smoe__map_lookup(s->map, key);
     if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
         return SMOE_ENOTRESIDENT;
     const uint32_t v = smoe__map_slot(me);
@@ -345,7 +346,7 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert)
     int r = smoe__slot_cancel(s, v, key, smoe__map_gen(me), &w);
     if (r < 0)
         return r;
-    smoe__map_clear(s, key, me);
+    smoe__map_clear(s->map, key, me);
     SMOE__COUNT(s, c_spec_cancelled, 1);
     if (!(w & SMOE__W_PREWARM))
         smoe__spec_put(s);

@@ -1,10 +1,14 @@
 /*
  * slot.c - the slot protocol: every move of a slot word, of the residency
- * map and of a load's chunk counters and error, and nothing else.
- * prefetch.c, claim.c, worker.c, evict.c, prewarm.c and stream.c call these
- * functions (and read words through slot.h's two loads); none of them
- * touches those words itself. tests/spin/slot.pml models each function
- * below, step by step (docs/internals/slot-protocol.md maps the steps).
+ * map and of a load's chunk counters and error, and nothing else. The four
+ * that every prefetch, claim and release of a resident expert makes
+ * (smoe__map_lookup, smoe__slot_join, smoe__slot_claim, smoe__slot_release)
+ * are static inline in slot.h, where a call would cost a few percent of
+ * those calls (bench/bench_core.c); the rest are here. prefetch.c,
+ * claim.c, worker.c, evict.c, prewarm.c and stream.c call them (and read
+ * words through slot.h's two loads); none of them touches those words
+ * itself. tests/spin/slot.pml models each function, step by step
+ * (docs/internals/slot-protocol.md maps the steps).
  *
  * States of a slot word (slot.h has its fields). Every move is one CAS on
  * the whole word, from the exact value the mover decided on:
@@ -21,16 +25,16 @@
  *                       key and gen, a pin for demand
  *   smoe__slot_arm      LOADING | STARTED -> LOADING, once the load's chunk
  *                       counters are armed (a new arming in chunk_next)
- *   smoe__slot_join     a pin more (demand); the first pin of a queued
+ *   smoe__slot_join     (slot.h) a pin more (demand); the first pin of a queued
  *                       speculative read clears SPEC (an upgrade);
  *                       FAILED -> LOADING | STARTED, same gen (a retry)
  *   smoe__slot_cancel   queued speculative LOADING -> EMPTY, gen + 1
  *   smoe__slot_start    LOADING -> LOADING | STARTED (a worker has a token)
  *   smoe__slot_take_chunk, _chunk_failed, _chunk_landed: the arming's chunks
  *   smoe__slot_publish  LOADING -> READY or FAILED (STARTED, WAITERS cleared)
- *   smoe__slot_claim    READY or CONSUMED -> CONSUMED, a ref more, a pin
- *                       less; FAILED: a pin less, the error reported
- *   smoe__slot_release  CONSUMED: a ref less
+ *   smoe__slot_claim    (slot.h) READY or CONSUMED -> CONSUMED, a ref more,
+ *                       a pin less; FAILED: a pin less, the error reported
+ *   smoe__slot_release  (slot.h) CONSUMED: a ref less
  *   smoe__slot_park     LOADING: WAITERS set; smoe__slots_shutdown clears it
  *
  * Invariants:
@@ -114,39 +118,33 @@ void smoe__map_init(_Atomic uint64_t *map, size_t n)
         atomic_init(&map[i], SMOE__MAP_NONE);
 }
 
-uint64_t smoe__map_lookup(struct smoe_stream *s, uint32_t key)
-{
-    /* acquire: [M] */
-    return atomic_load_explicit(&s->map[key], memory_order_acquire);
-}
-
-int smoe__map_try_reserve(struct smoe_stream *s, uint32_t key)
+int smoe__map_try_reserve(_Atomic uint64_t *map, uint32_t key)
 {
     uint64_t none = SMOE__MAP_NONE;
     /* acquire: [M], from the clear that made it NONE; relaxed on failure:
      * the caller reads the entry again */
-    return atomic_compare_exchange_strong_explicit(&s->map[key], &none, SMOE__MAP_PENDING,
+    return atomic_compare_exchange_strong_explicit(&map[key], &none, SMOE__MAP_PENDING,
                                                    memory_order_acquire,
                                                    memory_order_relaxed);
 }
 
-void smoe__map_unreserve(struct smoe_stream *s, uint32_t key)
+void smoe__map_unreserve(_Atomic uint64_t *map, uint32_t key)
 {
     /* release: [M] (nothing was published, but the map keeps one protocol) */
-    atomic_store_explicit(&s->map[key], SMOE__MAP_NONE, memory_order_release);
+    atomic_store_explicit(&map[key], SMOE__MAP_NONE, memory_order_release);
 }
 
-void smoe__map_point(struct smoe_stream *s, uint32_t key, uint32_t v, uint32_t gen)
+void smoe__map_point(_Atomic uint64_t *map, uint32_t key, uint32_t v, uint32_t gen)
 {
     /* release: [M] */
-    atomic_store_explicit(&s->map[key], smoe__map_make(v, gen), memory_order_release);
+    atomic_store_explicit(&map[key], smoe__map_make(v, gen), memory_order_release);
 }
 
-void smoe__map_clear(struct smoe_stream *s, uint32_t key, uint64_t entry)
+void smoe__map_clear(_Atomic uint64_t *map, uint32_t key, uint64_t entry)
 {
     /* release: [M]; failure is fine (someone already cleared or re-pointed
      * the stale entry) */
-    atomic_compare_exchange_strong_explicit(&s->map[key], &entry, SMOE__MAP_NONE,
+    atomic_compare_exchange_strong_explicit(&map[key], &entry, SMOE__MAP_NONE,
                                             memory_order_release, memory_order_relaxed);
 }
 
@@ -166,67 +164,6 @@ int smoe__slot_reserve(struct smoe_stream *s, uint32_t v, uint64_t *w, uint32_t 
         return 0;
     *gen = smoe__w_gen(nw);
     return 1;
-}
-
-/* What a join of w does, and the word it makes of it (*nw; w itself for
- * an outcome that changes nothing: GONE, PINS_FULL, NEED_ROOM, NO_RETRY, a
- * speculative join). */
-static smoe__join join_word(uint64_t w, uint32_t key, uint32_t gen, int demand, int room,
-                            uint64_t *nw)
-{
-    const unsigned st = smoe__w_state(w);
-    *nw = w;
-    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen || st == SMOE__SLOT_EMPTY)
-        return SMOE__JOIN_GONE;
-    if (demand && smoe__w_pins(w) == SMOE__W_PIN_MAX)
-        return SMOE__JOIN_PINS_FULL;
-    switch (st) {
-    case SMOE__SLOT_READY:
-    case SMOE__SLOT_CONSUMED:
-        if (demand)
-            *nw += SMOE__W_PIN_ONE; /* pinned until claimed */
-        return SMOE__JOIN_RESIDENT;
-    case SMOE__SLOT_LOADING:
-        if (demand) {
-            *nw += SMOE__W_PIN_ONE;
-            /* The first pin of a speculative read upgrades it; not started
-             * yet, it becomes a plain demand read. */
-            if (smoe__w_pins(w) == 0 && !(w & SMOE__W_STARTED))
-                *nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
-        }
-        return SMOE__JOIN_INFLIGHT;
-    case SMOE__SLOT_FAILED:
-        if (!demand)
-            return SMOE__JOIN_NO_RETRY;
-        if (!room)
-            return SMOE__JOIN_NEED_ROOM;
-        /* LOADING again, same gen, STARTED until re-armed (as reserve) */
-        *nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM | SMOE__W_STARTED |
-                      SMOE__W_WAITERS)) |
-               SMOE__SLOT_LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE;
-        return SMOE__JOIN_RETRY;
-    default:
-        return SMOE__JOIN_GONE;
-    }
-}
-
-smoe__join smoe__slot_join(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
-                           int demand, int room, uint64_t *w)
-{
-    /* acquire: [K], from the CAS that gave the slot this key, and [P] */
-    *w = smoe__slot_word(&s->ring, v);
-    for (;;) {
-        uint64_t nw;
-        smoe__join j = join_word(*w, key, gen, demand, room, &nw);
-        if (nw == *w)
-            return j; /* nothing to change, or an outcome that changes nothing */
-        /* acq_rel: [K] (a retry reuses the slot's memory; a pin publishes
-         * nothing but keeps one order for every move); acquire on failure:
-         * the reloaded word is decided on again */
-        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw,
-                                                  memory_order_acq_rel, memory_order_acquire))
-            return j;
-    }
 }
 
 uint32_t smoe__slot_arm(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
@@ -394,9 +331,9 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
 /* ---- claimers: claim, park, release ------------------------------------- */
 
 /* Copy slot v's fault record: why its load failed. */
-static void fault_copy(const struct smoe_stream *s, uint32_t v, smoe__fault *why)
+static void fault_copy(const smoe__ring *r, uint32_t v, smoe__fault *why)
 {
-    smoe__slot_fault *sf = &s->ring.fault[v];
+    smoe__slot_fault *sf = &r->fault[v];
     /* relaxed, all five: [P], through the caller's acquire of FAILED */
     why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
     why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
@@ -405,70 +342,35 @@ static void fault_copy(const struct smoe_stream *s, uint32_t v, smoe__fault *why
     why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
 }
 
-/*
- * A claim that found FAILED (*w): read the error while a pin holds the
- * slot, so that no evictor can re-arm it for another expert meanwhile and
- * the error is this load's; then remove one pin by a CAS from the word the
- * error was read under. 1: *err and *why; 0: look again (*w reloaded).
- */
-static int claim_failed(struct smoe_stream *s, uint32_t v, uint64_t *w, int *err,
-                        smoe__fault *why)
+/* The FAILED case of smoe__slot_claim (slot.h): read the error while a pin
+ * holds the slot, so that no evictor can re-arm it for another expert
+ * meanwhile and the error is this load's; then remove one pin by a CAS
+ * from the word the error was read under. */
+int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, smoe__fault *why)
 {
     /* relaxed: [P], through the acquire of *w; ordered before the unpinning
      * CAS below by its release */
-    int e = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+    int e = atomic_load_explicit(&r->err[v], memory_order_relaxed);
     if (e == 0) {
         /* a prefetch re-armed the slot for a retry since *w was read
          * (smoe__slot_arm clears the error): look again rather than report
          * success without a reference. acquire: [P], [K] */
-        *w = smoe__slot_word(&s->ring, v);
+        *w = smoe__slot_word(r, v);
         return 0;
     }
     smoe__fault f;
-    fault_copy(s, v, &f); /* under the same pin as err */
+    fault_copy(r, v, &f); /* under the same pin as err */
     /* The error has reached a claimer: it honours one demand prefetch, as a
      * successful claim does, so failures the caller has asked about do not
      * hold slots until the same expert is asked for again. acq_rel: [R];
      * acquire on failure: the moved word is decided on again */
     if (smoe__w_pins(*w) &&
-        !atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, *w - SMOE__W_PIN_ONE,
+        !atomic_compare_exchange_weak_explicit(&r->word[v], w, *w - SMOE__W_PIN_ONE,
                                                memory_order_acq_rel, memory_order_acquire))
         return 0;
     *err = e;
     *why = f;
     return 1;
-}
-
-smoe__claim_step smoe__slot_claim(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
-                                  uint64_t *w, int *err, smoe__fault *why)
-{
-    /* acquire: [K] (the key) and [P] (the bytes, or the error) */
-    *w = smoe__slot_word(&s->ring, v);
-    for (;;) {
-        if (smoe__w_key(*w) != key || smoe__w_gen(*w) != gen)
-            return SMOE__CLAIM_GONE; /* evicted since the map was read */
-        switch (smoe__w_state(*w)) {
-        case SMOE__SLOT_LOADING:
-            return SMOE__CLAIM_LOADING;
-        case SMOE__SLOT_FAILED:
-            if (claim_failed(s, v, w, err, why))
-                return SMOE__CLAIM_FAILED;
-            continue;
-        case SMOE__SLOT_READY:
-        case SMOE__SLOT_CONSUMED:
-            break;
-        default:
-            return SMOE__CLAIM_GONE;
-        }
-        if (smoe__w_refs(*w) >= SMOE__W_REF_MAX)
-            return SMOE__CLAIM_REFS_FULL;
-        uint64_t nw = ((*w & ~SMOE__W_STATE_MASK) | SMOE__SLOT_CONSUMED) + SMOE__W_REF_ONE -
-                      (smoe__w_pins(*w) ? SMOE__W_PIN_ONE : 0);
-        /* acquire: [P], the blob's bytes; failure reloads *w */
-        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], w, nw, memory_order_acquire,
-                                                  memory_order_acquire))
-            return SMOE__CLAIM_TAKEN;
-    }
 }
 
 void smoe__slot_park(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns)
@@ -490,21 +392,6 @@ void smoe__slot_park(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns)
         return;
     }
     smoe__park_wait(smoe__low32(word), (uint32_t)w, ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
-}
-
-int smoe__slot_release(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen)
-{
-    /* relaxed: the CAS below re-checks; its release is what orders */
-    uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
-    for (;;) {
-        if (smoe__w_gen(w) != gen || smoe__w_key(w) != key ||
-            smoe__w_state(w) != SMOE__SLOT_CONSUMED || smoe__w_refs(w) == 0)
-            return -1;
-        /* release: [R]; relaxed on failure: retry */
-        if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, w - SMOE__W_REF_ONE,
-                                                  memory_order_release, memory_order_relaxed))
-            return 0;
-    }
 }
 
 /* ---- waiters, shutdown, polls ------------------------------------------- */

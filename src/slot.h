@@ -211,17 +211,22 @@ void smoe__slots_init(smoe__ring *r);
 
 /* n map entries, every one NONE (the map just allocated). */
 void smoe__map_init(_Atomic uint64_t *map, size_t n);
-/* The residency map entry of key: NONE, PENDING, or (slot, gen). */
-uint64_t smoe__map_lookup(struct smoe_stream *s, uint32_t key);
+/* The residency map entry of key: NONE, PENDING, or (slot, gen). Inline:
+ * every prefetch and claim makes it. */
+static inline uint64_t smoe__map_lookup(_Atomic uint64_t *map, uint32_t key)
+{
+    /* acquire: [M] */
+    return atomic_load_explicit(&map[key], memory_order_acquire);
+}
 /* NONE -> PENDING: 1 when this caller is the one to choose key's slot. */
-int smoe__map_try_reserve(struct smoe_stream *s, uint32_t key);
+int smoe__map_try_reserve(_Atomic uint64_t *map, uint32_t key);
 /* PENDING -> NONE: the reservation found no slot. */
-void smoe__map_unreserve(struct smoe_stream *s, uint32_t key);
+void smoe__map_unreserve(_Atomic uint64_t *map, uint32_t key);
 /* PENDING -> (v, gen): key's load is in slot v. */
-void smoe__map_point(struct smoe_stream *s, uint32_t key, uint32_t v, uint32_t gen);
+void smoe__map_point(_Atomic uint64_t *map, uint32_t key, uint32_t v, uint32_t gen);
 /* entry -> NONE, if key's entry is still `entry` (a stale one; the old key
  * of an evicted or cancelled slot). */
-void smoe__map_clear(struct smoe_stream *s, uint32_t key, uint64_t entry);
+void smoe__map_clear(_Atomic uint64_t *map, uint32_t key, uint64_t entry);
 
 /*
  * Take slot v, seen as *w by a victim pick (EMPTY, or idle), for a new load
@@ -249,10 +254,69 @@ typedef enum smoe__join {
  * Join key's load or blob in slot v (the map's entry: gen). A demand join
  * adds a pin, or re-arms a FAILED read when the caller holds the retry's
  * queue room (room); a speculative one changes nothing. *w: the word
- * before the change.
+ * before the change. Inline, as the claim and the release below: each
+ * prefetch, claim and release of a resident expert makes one.
  */
-smoe__join smoe__slot_join(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
-                           int demand, int room, uint64_t *w);
+/* What a join of w does, and the word it makes of it (*nw; w itself for
+ * an outcome that changes nothing: GONE, PINS_FULL, NEED_ROOM, NO_RETRY, a
+ * speculative join). */
+static inline smoe__join smoe__join_word(uint64_t w, uint32_t key, uint32_t gen, int demand,
+                                         int room, uint64_t *nw)
+{
+    const smoe__slot_state st = smoe__w_state(w);
+    *nw = w;
+    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen || st == SMOE__SLOT_EMPTY)
+        return SMOE__JOIN_GONE;
+    if (demand && smoe__w_pins(w) == SMOE__W_PIN_MAX)
+        return SMOE__JOIN_PINS_FULL;
+    switch (st) {
+    case SMOE__SLOT_READY:
+    case SMOE__SLOT_CONSUMED:
+        if (demand)
+            *nw += SMOE__W_PIN_ONE; /* pinned until claimed */
+        return SMOE__JOIN_RESIDENT;
+    case SMOE__SLOT_LOADING:
+        if (demand) {
+            *nw += SMOE__W_PIN_ONE;
+            /* The first pin of a speculative read upgrades it; not started
+             * yet, it becomes a plain demand read. */
+            if (smoe__w_pins(w) == 0 && !(w & SMOE__W_STARTED))
+                *nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
+        }
+        return SMOE__JOIN_INFLIGHT;
+    case SMOE__SLOT_FAILED:
+        if (!demand)
+            return SMOE__JOIN_NO_RETRY;
+        if (!room)
+            return SMOE__JOIN_NEED_ROOM;
+        /* LOADING again, same gen, STARTED until re-armed (as reserve) */
+        *nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM | SMOE__W_STARTED |
+                      SMOE__W_WAITERS)) |
+               SMOE__SLOT_LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE;
+        return SMOE__JOIN_RETRY;
+    default:
+        return SMOE__JOIN_GONE;
+    }
+}
+
+static inline smoe__join smoe__slot_join(smoe__ring *r, uint32_t v, uint32_t key, uint32_t gen,
+                                         int demand, int room, uint64_t *w)
+{
+    /* acquire: [K], from the CAS that gave the slot this key, and [P] */
+    *w = smoe__slot_word(r, v);
+    for (;;) {
+        uint64_t nw;
+        smoe__join j = smoe__join_word(*w, key, gen, demand, room, &nw);
+        if (nw == *w)
+            return j; /* nothing to change, or an outcome that changes nothing */
+        /* acq_rel: [K] (a retry reuses the slot's memory; a pin publishes
+         * nothing but keeps one order for every move); acquire on failure:
+         * the reloaded word is decided on again */
+        if (atomic_compare_exchange_weak_explicit(&r->word[v], w, nw,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return j;
+    }
+}
 
 /*
  * Arm slot v's load (LOADING under gen, key key, reserved or re-armed:
@@ -307,16 +371,79 @@ typedef enum smoe__claim_step {
     SMOE__CLAIM_FAILED     /* the load failed: *err and *why; a pin removed, if any */
 } smoe__claim_step;
 
+/* The FAILED case of a claim (slot.c): 1 with *err and *why, a pin
+ * removed if any; 0: look again (*w reloaded). */
+int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, smoe__fault *why);
 /* Claim key's blob in slot v (the map's entry: gen). On TAKEN *w is the
  * word before (READY: first claim; CONSUMED: a hit); on LOADING the word to
  * park on. */
-smoe__claim_step smoe__slot_claim(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen,
-                                  uint64_t *w, int *err, smoe__fault *why);
+static inline smoe__claim_step smoe__slot_claim(smoe__ring *r, uint32_t v, uint32_t key,
+                                                uint32_t gen, uint64_t *w, int *err,
+                                                smoe__fault *why)
+{
+    /* acquire: [K] (the key) and [P] (the bytes, or the error) */
+    uint64_t cur = smoe__slot_word(r, v);
+    smoe__claim_step step;
+    for (;;) {
+        if (smoe__w_key(cur) != key || smoe__w_gen(cur) != gen) {
+            step = SMOE__CLAIM_GONE; /* evicted since the map was read */
+            break;
+        }
+        const smoe__slot_state st = smoe__w_state(cur);
+        if (st == SMOE__SLOT_LOADING) {
+            step = SMOE__CLAIM_LOADING;
+            break;
+        }
+        if (st == SMOE__SLOT_FAILED) {
+            /* out of line: the rare case keeps cur in a register */
+            uint64_t f = cur;
+            int done = smoe__slot_claim_failed(r, v, &f, err, why);
+            cur = f;
+            if (done) {
+                step = SMOE__CLAIM_FAILED;
+                break;
+            }
+            continue;
+        }
+        if (st != SMOE__SLOT_READY && st != SMOE__SLOT_CONSUMED) {
+            step = SMOE__CLAIM_GONE;
+            break;
+        }
+        if (smoe__w_refs(cur) >= SMOE__W_REF_MAX) {
+            step = SMOE__CLAIM_REFS_FULL;
+            break;
+        }
+        uint64_t nw = ((cur & ~SMOE__W_STATE_MASK) | SMOE__SLOT_CONSUMED) + SMOE__W_REF_ONE -
+                      (smoe__w_pins(cur) ? SMOE__W_PIN_ONE : 0);
+        /* acquire: [P], the blob's bytes; failure reloads cur */
+        if (atomic_compare_exchange_weak_explicit(&r->word[v], &cur, nw, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            step = SMOE__CLAIM_TAKEN;
+            break;
+        }
+    }
+    *w = cur;
+    return step;
+}
+
 /* Park on slot v until its word moves from w, at most ns (and 100 ms). */
 void smoe__slot_park(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns);
 /* Drop a reference to key's blob (gen) in slot v: 0, or -1 when the slot
  * holds no reference to it. */
-int smoe__slot_release(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen);
+static inline int smoe__slot_release(smoe__ring *r, uint32_t v, uint32_t key, uint32_t gen)
+{
+    /* relaxed: the CAS below re-checks; its release is what orders */
+    uint64_t w = atomic_load_explicit(&r->word[v], memory_order_relaxed);
+    for (;;) {
+        if (smoe__w_gen(w) != gen || smoe__w_key(w) != key ||
+            smoe__w_state(w) != SMOE__SLOT_CONSUMED || smoe__w_refs(w) == 0)
+            return -1;
+        /* release: [R]; relaxed on failure: retry */
+        if (atomic_compare_exchange_weak_explicit(&r->word[v], &w, w - SMOE__W_REF_ONE,
+                                                  memory_order_release, memory_order_relaxed))
+            return 0;
+    }
+}
 
 /* Wake the claimers parked on slot v, if w (the word a move replaced) says
  * there are any. */

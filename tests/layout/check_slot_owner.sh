@@ -3,7 +3,7 @@
 #
 # The slot words, the chunk counters (chunk_next, chunk_left), a load's
 # error and fault record, and the residency map are read and written by
-# src/slot.c, and read through src/slot.h's two loads; no other file of
+# src/slot.c and the inline transitions of src/slot.h; no other file of
 # src/ names them. A file that does is printed with the lines.
 #
 # Usage: check_slot_owner.sh SOURCE_ROOT
