@@ -13,11 +13,12 @@
  * States of a slot word (slot.h has its fields). Every move is one CAS on
  * the whole word, from the exact value the mover decided on:
  *
- *            reserve                  publish(0)          claim
- *   EMPTY ─────────────► LOADING ──────────────► READY ──────────► CONSUMED
- *     ▲                   │  ▲  │                                 │ ▲  │
- *     └──── cancel ───────┘  │  └─ publish(err) ─► FAILED         │ └──┘ claim,
- *           (gen + 1)        └──── join: retry ◄───┘              │      release
+ *             reserve               publish(0)          claim
+ *    EMPTY ────────────► LOADING ─────────────► READY ─────────► CONSUMED ⟲ claim,
+ *      ▲                  │ ▲ │                                            release
+ *      └──── cancel ──────┘ │ └── publish(err) ──► FAILED
+ *            (gen + 1)      └───── join: retry ◄──────┘
+ *
  *   EMPTY, FAILED, CONSUMED without refs, unclaimed speculative READY,
  *   queued speculative LOADING ──── reserve (eviction) ────► LOADING (new key)
  *
