@@ -166,6 +166,13 @@ static int os_stat(const smoe__io *io, int fd, smoe__io_stat *out)
     out->dev = (uint64_t)st.st_dev;
     out->ino = (uint64_t)st.st_ino;
     out->size = (uint64_t)st.st_size;
+#if defined(__APPLE__)
+    out->mtime_sec = (int64_t)st.st_mtimespec.tv_sec;
+    out->mtime_nsec = (uint32_t)st.st_mtimespec.tv_nsec;
+#else
+    out->mtime_sec = (int64_t)st.st_mtim.tv_sec;
+    out->mtime_nsec = (uint32_t)st.st_mtim.tv_nsec;
+#endif
     mode_t m = st.st_mode;
     out->type = S_ISREG(m)    ? SMOE__IO_TYPE_REG
                 : S_ISBLK(m)  ? SMOE__IO_TYPE_BLK
@@ -289,6 +296,8 @@ int smoe__io_fstat(const smoe__io *io, int fd, smoe__io_stat *st)
     if (!io->stat) {
         st->type = SMOE__IO_TYPE_REG;
         st->dev = st->ino = 0;
+        st->mtime_sec = 0;
+        st->mtime_nsec = 0;
         return smoe__io_size(io, fd, &st->size);
     }
     int r, tries = 0;

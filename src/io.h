@@ -47,6 +47,8 @@ typedef struct smoe__io_stat {
     uint64_t size;     /* bytes (a block device's own size) */
     uint64_t dev, ino; /* the file's identity; both 0 when unknown */
     int type;          /* SMOE__IO_TYPE_* */
+    uint32_t mtime_nsec;
+    int64_t mtime_sec; /* last modification; 0, 0 when unknown */
 } smoe__io_stat;
 
 typedef struct smoe__io smoe__io;

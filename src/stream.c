@@ -66,7 +66,8 @@ static int read_opts(const smoe_open_opts *in, smoe_open_opts *o)
 static int check_opts(const smoe_open_opts *o)
 {
     const unsigned known = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_BUFFERED | SMOE_OPEN_MLOCK |
-                           SMOE_OPEN_FORCE_CLOSE | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+                           SMOE_OPEN_FORCE_CLOSE | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ |
+                           SMOE_OPEN_EXTENTS;
     if (o->flags & ~known)
         return smoe__fail(SMOE_EINVAL, "open: opts.flags has unknown bits 0x%x",
                           o->flags & ~known);
@@ -189,6 +190,7 @@ static void stream_free(struct smoe_stream *s)
         smoe__workers_join(s);
         close_fds(s);
     }
+    smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
     smoe__mpmc_free(&s->demand_q);
     smoe__mpmc_free(&s->spec_q);
@@ -223,6 +225,10 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     s->nworkers = o.workers ? o.workers : SMOE__DEFAULT_WORKERS;
     s->verify = o.verify != SMOE_VERIFY_OFF;
     if ((r = smoe__vault_load_ex(&s->vault, vault_path, s->io, SMOE__VAULT_KEEP_CACHE)) < 0)
+        goto fail;
+    /* An index vault: its source files checked and opened, its slots
+     * planned at their read alignment (source.c); nothing for a packed one. */
+    if ((r = smoe__sources_open(s)) < 0)
         goto fail;
 
     /* Slot size: the largest padded blob, or the caller's, 16 KiB-rounded. */
@@ -282,12 +288,13 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
         s->workers[i].s = s;
         s->workers[i].id = i;
     }
-    if ((r = open_fds(s)) < 0)
+    if ((r = s->src.n ? 0 : open_fds(s)) < 0)
         goto fail;
     /* The header's and tables' pages the reader brought in: with direct
      * reads nothing else will want them. Buffered reads go through the
-     * page cache anyway, so then nothing is dropped. */
-    if (s->io_mode == SMOE_IO_DIRECT)
+     * page cache anyway, so then nothing is dropped. (An index vault's
+     * reader dropped its own: its workers hold no descriptor of it.) */
+    if (s->io_mode == SMOE_IO_DIRECT && !s->src.n)
         smoe__vault_drop_read(&s->vault, s->io, s->workers[0].fd);
 
     const char *trace_path = o.trace_path ? o.trace_path : getenv("SMOE_TRACE");

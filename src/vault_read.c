@@ -1,5 +1,8 @@
 /*
- * vault_read.c - reading and validating a vault (docs/vault-format.md).
+ * vault_read.c - reading and validating a vault (docs/vault-format.md):
+ * the header's common part and version 1; the layouts, components and
+ * metadata both versions share (vault_int.h). An index vault's own tables
+ * are vault_v2.c's.
  *
  * Invariants of smoe__vault_load():
  *  - No field is used before it is checked, in the order of the spec's
@@ -24,63 +27,25 @@
 #include "alloc.h"
 #include "error.h"
 #include "vault.h"
+#include "vault_int.h"
 
 #define DATA_OFFSET ((uint64_t)SMOE__VAULT_ALIGN)
 #define MIN_COMPONENT_ALIGN 256u
 
-typedef struct header {
-    uint32_t version, header_size, alignment, component_align;
-    uint32_t layers, experts, entries, layouts, components, flags;
-    uint64_t table_offset, layout_offset, meta_offset, meta_bytes;
-    uint64_t data_offset, file_size, checksum;
-} header;
+typedef smoe__vhdr header;
+typedef smoe__vregion region;
+typedef smoe__vloader loader;
 
-/* The three regions after the blobs, for range and overlap checks. */
-typedef struct region {
-    const char *field; /* header field naming its offset */
-    const char *what;
-    uint64_t off, len;
-} region;
-
-typedef struct loader {
-    const char *path;
-    const smoe__io *io;
-    int fd;
-    uint64_t actual; /* the file's size now */
-    header h;
-    unsigned char raw[SMOE__VAULT_HEADER_SIZE];
-    unsigned char *table;  /* entries x 48 */
-    unsigned char *lct;    /* layouts x 16, then components x 128 */
-    unsigned char *meta;   /* meta_bytes */
-    region reg[3];
-    smoe__vault_extent read[SMOE__VAULT_MAX_READS]; /* read so far (vault.h) */
-    uint32_t n_read;
-} loader;
-
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const unsigned char *p)
-{
-    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
-
-/* A hash stored in xxHash's canonical (big-endian) form. */
-static uint64_t rd_hash(const unsigned char *p)
-{
-    XXH64_canonical_t c;
-    memcpy(c.digest, p, sizeof c.digest);
-    return XXH64_hashFromCanonical(&c);
-}
+#define rd32 smoe__rd32
+#define rd64 smoe__rd64
+#define rd_hash smoe__rd_hash
 
 uint64_t smoe__hash(const void *data, size_t n)
 {
     return XXH3_64bits(data, n);
 }
 
-static int read_at(loader *L, void *buf, uint64_t n, uint64_t off, const char *what)
+int smoe__vload_read(loader *L, void *buf, uint64_t n, uint64_t off, const char *what)
 {
     int err_no = 0;
     if (n == 0)
@@ -111,7 +76,7 @@ static int check_header(loader *L)
         return smoe__fail(SMOE_ETRUNC, "%s: header: the file is %" PRIu64
                           " bytes, shorter than the %u-byte header",
                           p, L->actual, SMOE__VAULT_HEADER_SIZE);
-    int rc = read_at(L, L->raw, SMOE__VAULT_HEADER_SIZE, 0, "header");
+    int rc = smoe__vload_read(L, L->raw, SMOE__VAULT_HEADER_SIZE, 0, "header");
     if (rc < 0)
         return rc;
     const unsigned char *r = L->raw;
@@ -138,10 +103,12 @@ static int check_header(loader *L)
     h->file_size = rd64(r + 88);
     h->checksum = rd_hash(r + 120);
 
+    if (h->version == SMOE__VAULT_VERSION_INDEX)
+        return 0; /* the rest is vault_v2.c's */
     if (h->version != SMOE__VAULT_VERSION)
         return smoe__fail(SMOE_EVERSION, "%s: header field version: found %" PRIu32
-                          ", expected %u (this library reads version %u only)",
-                          p, h->version, SMOE__VAULT_VERSION, SMOE__VAULT_VERSION);
+                          ", expected %u or %u (the versions this library reads)",
+                          p, h->version, SMOE__VAULT_VERSION, SMOE__VAULT_VERSION_INDEX);
     if (h->header_size != SMOE__VAULT_HEADER_SIZE)
         return smoe__fail(SMOE_EFORMAT, "%s: header field header_size: found %" PRIu32
                           ", expected %u", p, h->header_size, SMOE__VAULT_HEADER_SIZE);
@@ -168,7 +135,7 @@ static int check_header(loader *L)
 
 /* ---- step 2: counts ------------------------------------------------- */
 
-static int count_range(const loader *L, const char *field, uint64_t v, uint64_t max)
+int smoe__vload_count(const loader *L, const char *field, uint64_t v, uint64_t max)
 {
     if (v >= 1 && v <= max)
         return 0;
@@ -181,17 +148,17 @@ static int check_counts(loader *L)
     const header *h = &L->h;
     const char *p = L->path;
     int rc;
-    if ((rc = count_range(L, "layers", h->layers, 65536)) < 0 ||
-        (rc = count_range(L, "experts", h->experts, 65536)) < 0)
+    if ((rc = smoe__vload_count(L, "layers", h->layers, 65536)) < 0 ||
+        (rc = smoe__vload_count(L, "experts", h->experts, 65536)) < 0)
         return rc;
     uint64_t pairs = (uint64_t)h->layers * h->experts;
     if (pairs > SMOE__MAX_EXPERTS_TOTAL)
         return smoe__fail(SMOE_ECOUNT, "%s: header fields layers x experts: found %" PRIu32
                           " x %" PRIu32 " = %" PRIu64 ", expected at most %u",
                           p, h->layers, h->experts, pairs, SMOE__MAX_EXPERTS_TOTAL);
-    if ((rc = count_range(L, "entries", h->entries, pairs)) < 0 ||
-        (rc = count_range(L, "layouts", h->layouts, SMOE__MAX_LAYOUTS)) < 0 ||
-        (rc = count_range(L, "components", h->components, SMOE__MAX_COMPONENTS)) < 0)
+    if ((rc = smoe__vload_count(L, "entries", h->entries, pairs)) < 0 ||
+        (rc = smoe__vload_count(L, "layouts", h->layouts, SMOE__MAX_LAYOUTS)) < 0 ||
+        (rc = smoe__vload_count(L, "components", h->components, SMOE__MAX_COMPONENTS)) < 0)
         return rc;
     if (h->meta_bytes > SMOE__META_MAX)
         return smoe__fail(SMOE_ECOUNT, "%s: header field meta_bytes: found %" PRIu64
@@ -224,17 +191,12 @@ static int check_counts(loader *L)
 
 /* ---- step 3: where the tables are ------------------------------------ */
 
-static int check_locations(loader *L)
+int smoe__vload_regions(loader *L, uint64_t floor)
 {
     const header *h = &L->h;
     const char *p = L->path;
-    L->reg[0] = (region){"table_offset", "expert table", h->table_offset,
-                         (uint64_t)h->entries * SMOE__ENTRY_SIZE};
-    L->reg[1] = (region){"layout_offset", "layout and component tables", h->layout_offset,
-                         (uint64_t)h->layouts * SMOE__LAYOUT_SIZE +
-                             (uint64_t)h->components * SMOE__COMPONENT_SIZE};
-    L->reg[2] = (region){"meta_offset", "metadata", h->meta_offset, h->meta_bytes};
-    for (int i = 0; i < 3; i++) {
+    const char *floor_name = h->version == SMOE__VAULT_VERSION ? "data_offset" : "header_size";
+    for (uint32_t i = 0; i < L->n_reg; i++) {
         const region *g = &L->reg[i];
         if (g->off > UINT64_MAX - g->len)
             return smoe__fail(SMOE_EOVERFLOW, "%s: header field %s: %s offset %" PRIu64
@@ -243,17 +205,17 @@ static int check_locations(loader *L)
         if (g->off % 8 != 0)
             return smoe__fail(SMOE_EALIGN, "%s: header field %s: %s offset %" PRIu64
                               " is not a multiple of 8", p, g->field, g->what, g->off);
-        if (g->off < h->data_offset)
+        if (g->off < floor)
             return smoe__fail(SMOE_ERANGE, "%s: header field %s: %s offset %" PRIu64
-                              " lies in the header area, expected at least data_offset %"
-                              PRIu64, p, g->field, g->what, g->off, h->data_offset);
+                              " lies in the header area, expected at least %s %" PRIu64,
+                              p, g->field, g->what, g->off, floor_name, floor);
         if (g->off + g->len > h->file_size)
             return smoe__fail(SMOE_ERANGE, "%s: header field %s: %s [%" PRIu64 ", %" PRIu64
                               ") ends past file_size %" PRIu64, p, g->field, g->what,
                               g->off, g->off + g->len, h->file_size);
     }
-    for (int i = 0; i < 3; i++)
-        for (int j = i + 1; j < 3; j++) {
+    for (uint32_t i = 0; i < L->n_reg; i++)
+        for (uint32_t j = i + 1; j < L->n_reg; j++) {
             const region *a = &L->reg[i], *b = &L->reg[j];
             if (a->len && b->len && a->off < b->off + b->len && b->off < a->off + a->len)
                 return smoe__fail(SMOE_EOVERLAP, "%s: header fields %s and %s: the %s [%"
@@ -264,36 +226,48 @@ static int check_locations(loader *L)
     return 0;
 }
 
-/* ---- step 4: read the tables, compare the checksum ------------------- */
-
-static int read_tables(loader *L)
+static int check_locations(loader *L)
 {
     const header *h = &L->h;
-    /* Sizes were bounded by the file's size in check_counts(); on a 32-bit
-     * machine that can still exceed what one allocation may hold. */
-    if (L->reg[1].len > SIZE_MAX / 2 || L->reg[0].len > SIZE_MAX / 2)
-        return smoe__fail(SMOE_ENOMEM, "%s: the vault's tables are too large for this "
-                          "machine", L->path);
-    L->table = smoe__malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
-    L->lct = smoe__malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
-    L->meta = smoe__malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
-    if (!L->table || !L->lct || !L->meta)
-        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's tables", L->path);
+    L->reg[0] = (region){"table_offset", "expert table", h->table_offset,
+                         (uint64_t)h->entries * SMOE__ENTRY_SIZE};
+    L->reg[1] = (region){"layout_offset", "layout and component tables", h->layout_offset,
+                         (uint64_t)h->layouts * SMOE__LAYOUT_SIZE +
+                             (uint64_t)h->components * SMOE__COMPONENT_SIZE};
+    L->reg[2] = (region){"meta_offset", "metadata", h->meta_offset, h->meta_bytes};
+    L->n_reg = 3;
+    return smoe__vload_regions(L, h->data_offset);
+}
+
+/* ---- step 4: read the tables, compare the checksum ------------------- */
+
+int smoe__vload_tables(loader *L, unsigned char **bufs[SMOE__VREGIONS])
+{
+    const header *h = &L->h;
+    /* Sizes were bounded by the file's size before; on a 32-bit machine
+     * that can still exceed what one allocation may hold. */
+    for (uint32_t i = 0; i < L->n_reg; i++)
+        if (L->reg[i].len > SIZE_MAX / 2)
+            return smoe__fail(SMOE_ENOMEM, "%s: the vault's tables are too large for this "
+                              "machine", L->path);
+    for (uint32_t i = 0; i < L->n_reg; i++) {
+        *bufs[i] = smoe__malloc(L->reg[i].len ? (size_t)L->reg[i].len : 1);
+        if (!*bufs[i])
+            return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's tables", L->path);
+    }
     int rc;
-    if ((rc = read_at(L, L->table, L->reg[0].len, L->reg[0].off, "expert table")) < 0 ||
-        (rc = read_at(L, L->lct, L->reg[1].len, L->reg[1].off,
-                      "layout and component tables")) < 0 ||
-        (rc = read_at(L, L->meta, L->reg[2].len, L->reg[2].off, "metadata")) < 0)
-        return rc;
+    for (uint32_t i = 0; i < L->n_reg; i++)
+        if ((rc = smoe__vload_read(L, *bufs[i], L->reg[i].len, L->reg[i].off,
+                                   L->reg[i].what)) < 0)
+            return rc;
 
     XXH3_state_t *st = smoe__alloc_refused() ? NULL : XXH3_createState();
     if (!st)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the checksum state", L->path);
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, L->raw, 120);
-    XXH3_64bits_update(st, L->table, (size_t)L->reg[0].len);
-    XXH3_64bits_update(st, L->lct, (size_t)L->reg[1].len);
-    XXH3_64bits_update(st, L->meta, (size_t)L->reg[2].len);
+    for (uint32_t i = 0; i < L->n_reg; i++)
+        XXH3_64bits_update(st, *bufs[i], (size_t)L->reg[i].len);
     uint64_t sum = XXH3_64bits_digest(st);
     XXH3_freeState(st);
 #ifndef SMOE_FUZZING
@@ -305,8 +279,15 @@ static int read_tables(loader *L)
                           "(corrupt header or tables)", L->path, h->checksum, sum);
 #else
     (void)sum;
+    (void)h;
 #endif
     return 0;
+}
+
+static int read_tables(loader *L)
+{
+    unsigned char **bufs[SMOE__VREGIONS] = {&L->table, &L->lct, &L->meta};
+    return smoe__vload_tables(L, bufs);
 }
 
 /* ---- step 5a: components and layouts ----------------------------------- */
@@ -354,7 +335,7 @@ static int cmp_span(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int check_layouts(loader *L, smoe__vault *v)
+int smoe__vload_layouts(loader *L, smoe__vault *v)
 {
     const char *p = L->path;
     const header *h = &L->h;
@@ -450,7 +431,7 @@ static uint32_t first_entry_of(const loader *L, uint32_t layer, uint32_t expert,
     return limit;
 }
 
-#define ENTRY_FMT "%s: expert table entry %" PRIu32 " (layer %" PRIu32 ", expert %" PRIu32 "): "
+#define ENTRY_FMT SMOE__ENTRY_FMT
 
 static int check_entries(loader *L, smoe__vault *v, span *sp)
 {
@@ -564,7 +545,7 @@ static int check_entries(loader *L, smoe__vault *v, span *sp)
  * v->meta holds the raw text, a NUL, then a parsed copy of the same length
  * in which each line's first '=' and its '\n' are NULs: key\0value\0...
  */
-static int parse_meta(loader *L, smoe__vault *v)
+int smoe__vload_meta(loader *L, smoe__vault *v)
 {
     const char *p = L->path;
     size_t n = (size_t)L->h.meta_bytes;
@@ -644,6 +625,30 @@ const char *smoe__vault_meta(const smoe__vault *v, const char *key)
 
 /* ---- load and free ------------------------------------------------------- */
 
+int smoe__vload_alloc(loader *L, smoe__vault *v)
+{
+    const header *h = &L->h;
+    size_t plen = strlen(L->path) + 1;
+    v->path = smoe__malloc(plen);
+    if (v->path)
+        memcpy(v->path, L->path, plen);
+    v->components = smoe__calloc(h->components, sizeof *v->components);
+    v->layouts = smoe__calloc(h->layouts, sizeof *v->layouts);
+    v->index = smoe__calloc((size_t)h->layers * h->experts, sizeof *v->index);
+    if (!v->path || !v->components || !v->layouts || !v->index)
+        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's index", L->path);
+    v->version = h->version;
+    v->layers = h->layers;
+    v->experts = h->experts;
+    v->entries = h->entries;
+    v->n_layouts = h->layouts;
+    v->n_components = h->components;
+    v->component_align = h->component_align;
+    v->file_size = L->actual;
+    v->vault_id = h->checksum;
+    return 0;
+}
+
 static int load(loader *L, smoe__vault *v)
 {
     int rc;
@@ -662,38 +667,24 @@ static int load(loader *L, smoe__vault *v)
     L->actual = st.size;
     v->dev = st.dev;
     v->ino = st.ino;
-    if ((rc = check_header(L)) < 0 || (rc = check_counts(L)) < 0 ||
-        (rc = smoe__shape_check(L->h.layers, L->h.experts, L->h.entries, L->path)) < 0 ||
-        (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0)
+    if ((rc = check_header(L)) < 0)
         return rc;
-
-    const header *h = &L->h;
-    size_t plen = strlen(L->path) + 1;
-    v->path = smoe__malloc(plen);
-    if (v->path)
-        memcpy(v->path, L->path, plen);
-    v->components = smoe__calloc(h->components, sizeof *v->components);
-    v->layouts = smoe__calloc(h->layouts, sizeof *v->layouts);
-    v->index = smoe__calloc((size_t)h->layers * h->experts, sizeof *v->index);
-    span *sp = smoe__malloc((size_t)h->entries * sizeof *sp);
-    if (!v->path || !v->components || !v->layouts || !v->index || !sp) {
-        free(sp);
+    if (L->h.version == SMOE__VAULT_VERSION_INDEX)
+        return smoe__vload_v2(L, v);
+    if ((rc = check_counts(L)) < 0 ||
+        (rc = smoe__shape_check(L->h.layers, L->h.experts, L->h.entries, L->path)) < 0 ||
+        (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0 ||
+        (rc = smoe__vload_alloc(L, v)) < 0)
+        return rc;
+    span *sp = smoe__malloc((size_t)L->h.entries * sizeof *sp);
+    if (!sp)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's index", L->path);
-    }
-    v->layers = h->layers;
-    v->experts = h->experts;
-    v->entries = h->entries;
-    v->n_layouts = h->layouts;
-    v->n_components = h->components;
-    v->component_align = h->component_align;
-    v->file_size = L->actual;
-    v->vault_id = h->checksum;
-    rc = check_layouts(L, v);
+    rc = smoe__vload_layouts(L, v);
     if (rc == 0)
         rc = check_entries(L, v, sp);
     free(sp);
     if (rc == 0)
-        rc = parse_meta(L, v);
+        rc = smoe__vload_meta(L, v);
     return rc;
 }
 
@@ -727,13 +718,15 @@ int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, un
         /* The header and tables were read buffered; blobs never are. Leave
          * the page cache as it was: reading a vault must not grow it. Only
          * these pages: the blobs' may be cached for someone else. */
-        if (!(flags & SMOE__VAULT_KEEP_CACHE))
+        if (!(flags & SMOE__VAULT_KEEP_CACHE) || L.h.version == SMOE__VAULT_VERSION_INDEX)
             smoe__vault_drop_read(v, io, L.fd);
         smoe__io_close(io, L.fd);
     }
     free(L.table);
     free(L.lct);
     free(L.meta);
+    free(L.xts);
+    free(L.srcs);
     if (rc < 0)
         smoe__vault_free(v);
     return rc < 0 ? rc : 0;
@@ -748,5 +741,12 @@ void smoe__vault_free(smoe__vault *v)
     free(v->layouts);
     free(v->components);
     free(v->meta);
+    for (uint32_t i = 0; v->sources && i < v->n_sources; i++)
+        free(v->sources[i].name);
+    free(v->sources);
+    free(v->extents);
+    free(v->xent);
+    free(v->segs);
+    free(v->comp_at);
     memset(v, 0, sizeof *v);
 }

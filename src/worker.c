@@ -28,6 +28,7 @@
 
 #include "dio.h"
 #include "error.h"
+#include "extent.h"
 #include "internal.h"
 #include "park.h"
 
@@ -145,17 +146,18 @@ static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded
 }
 
 /* The last chunk landed: verify, record the latency, publish. */
-static void load_done(struct smoe_stream *s, uint32_t v, const smoe__vault_entry *e)
+static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, uint32_t key,
+                      const smoe__vault_entry *e)
 {
     /* relaxed: ordered by the acq_rel countdown the caller just won */
     int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
     if (err == 0 && s->verify) {
         const uint8_t *data = smoe__slot_data(&s->ring, v);
         uint64_t dirt;
-        if (smoe__hash(data, e->size) != e->hash) {
+        if (smoe__extent_hash(s, wk, key, data) != e->hash) {
             err = SMOE_ECHECKSUM;
             fault_note(s, v, SMOE__FAULT_NONE, NULL);
-        } else if ((dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
+        } else if (!s->src.n && (dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
             /* The format promises zero padding (`smoe verify` checks it
              * too): bytes there mean the blob is not what was written. */
             err = SMOE_ECHECKSUM;
@@ -210,8 +212,10 @@ static void run_request(smoe__worker *wk, smoe__req rq)
     const uint64_t off = (uint64_t)(uint32_t)c * chunk;
     const uint64_t len = e->padded - off < chunk ? e->padded - off : chunk;
     smoe__io_fail why;
-    int err = smoe__io_read_full_ex(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
-                                    (size_t)len, e->offset + off, wk->align, &s->stop, &why);
+    uint64_t got = 0;
+    /* the chunk's part of the load: one read of a packed vault, the
+     * segments of an index vault's sources in the range (extent.c) */
+    int err = smoe__extent_read(s, wk, rq.slot, smoe__w_key(w), off, len, &got, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err) {
         int none = 0;
@@ -223,12 +227,12 @@ static void run_request(smoe__worker *wk, smoe__req rq)
             fault_note(s, rq.slot,
                        err == SMOE_ESHUTDOWN ? SMOE__FAULT_NONE : SMOE__FAULT_READ, &why);
     } else {
-        SMOE__COUNT(s, c_bytes_read, len);
+        SMOE__COUNT(s, c_bytes_read, got);
     }
     /* acq_rel: release our chunk's bytes and error; the last one acquires
      * every other chunk's before verifying and publishing */
     if (atomic_fetch_sub_explicit(&s->ring.chunk_left[rq.slot], 1, memory_order_acq_rel) == 1)
-        load_done(s, rq.slot, e);
+        load_done(s, wk, rq.slot, smoe__w_key(w), e);
 }
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)
