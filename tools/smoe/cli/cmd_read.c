@@ -104,6 +104,15 @@ typedef struct read_run {
     int index;                        /* an index vault */
 } read_run;
 
+/* The library's warnings (a source file modified since indexing, a small
+ * ring) on stderr. */
+static void log_warning(void *user, int level, const char *msg)
+{
+    (void)user;
+    if (level <= SMOE_LOG_WARN)
+        fprintf(stderr, "smoe read: %s\n", msg);
+}
+
 static smoe_stream *open_stream(const read_args *a, read_run *run)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -111,6 +120,7 @@ static smoe_stream *open_stream(const read_args *a, read_run *run)
     o.ring_slots = a->slots;
     o.verify = (uint32_t)a->verify;
     o.chunk_bytes = (uint32_t)a->chunk;
+    o.log_fn = log_warning;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS |
               (a->buffered ? SMOE_OPEN_BUFFERED : 0);
     smoe_stream *s = NULL;
