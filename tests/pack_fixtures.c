@@ -485,3 +485,55 @@ void fx_model_jetmoe(fx_model *m)
         fx_add(m, n, "BF16", 3, out, 16, seed++);
     }
 }
+
+const fx_expect FX_QWEN_EX[3] = {
+    {"gate", "model.layers.{L}.mlp.experts.{E}.gate_proj.weight", 0},
+    {"up", "model.layers.{L}.mlp.experts.{E}.up_proj.weight", 0},
+    {"down", "model.layers.{L}.mlp.experts.{E}.down_proj.weight", 0},
+};
+const fx_expect FX_MIXTRAL_EX[3] = {
+    {"gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", 0},
+    {"up", "model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", 0},
+    {"down", "model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", 0},
+};
+const fx_expect FX_SWITCH_EX[3] = {
+    {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
+    {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
+    {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
+};
+const fx_expect FX_GPT_OSS_EX[4] = {
+    {"gate_up", "model.layers.{L}.mlp.experts.gate_up_proj", 1},
+    {"gate_up.bias", "model.layers.{L}.mlp.experts.gate_up_proj_bias", 1},
+    {"down", "model.layers.{L}.mlp.experts.down_proj", 1},
+    {"down.bias", "model.layers.{L}.mlp.experts.down_proj_bias", 1},
+};
+const fx_expect FX_MLX_EX[9] = {
+    {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
+    {"gate.scales", "model.layers.{L}.mlp.switch_mlp.gate_proj.scales", 1},
+    {"gate.biases", "model.layers.{L}.mlp.switch_mlp.gate_proj.biases", 1},
+    {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
+    {"up.scales", "model.layers.{L}.mlp.switch_mlp.up_proj.scales", 1},
+    {"up.biases", "model.layers.{L}.mlp.switch_mlp.up_proj.biases", 1},
+    {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
+    {"down.scales", "model.layers.{L}.mlp.switch_mlp.down_proj.scales", 1},
+    {"down.biases", "model.layers.{L}.mlp.switch_mlp.down_proj.biases", 1},
+};
+const fx_expect FX_GGUF_EX[3] = {
+    {"gate", "blk.{L}.ffn_gate_exps.weight", 1},
+    {"up", "blk.{L}.ffn_up_exps.weight", 1},
+    {"down", "blk.{L}.ffn_down_exps.weight", 1},
+};
+
+void fx_name(char *out, size_t n, const char *tmpl, uint32_t l, uint32_t e)
+{
+    size_t k = 0;
+    for (const char *p = tmpl; *p && k + 12 < n;) {
+        if (!strncmp(p, "{L}", 3) || !strncmp(p, "{E}", 3)) {
+            k += (size_t)snprintf(out + k, n - k, "%" PRIu32, p[1] == 'L' ? l : e);
+            p += 3;
+        } else {
+            out[k++] = *p++;
+        }
+    }
+    out[k] = 0;
+}

@@ -91,6 +91,18 @@ void fx_model_nemotron_h(fx_model *m, int stacked);
  * plus attention experts that are no FFN experts. */
 void fx_model_jetmoe(fx_model *m);
 
+/* How a component maps to a model's tensors: {L} and {E} in the name;
+ * stacked: the expert is the tensor's outermost dimension. */
+typedef struct fx_expect {
+    const char *comp;
+    const char *tensor; /* name template */
+    int stacked;
+} fx_expect;
+extern const fx_expect FX_QWEN_EX[3], FX_MIXTRAL_EX[3], FX_SWITCH_EX[3], FX_GPT_OSS_EX[4],
+    FX_MLX_EX[9], FX_GGUF_EX[3];
+/* A template's {L} and {E} replaced by layer and expert, into out. */
+void fx_name(char *out, size_t n, const char *tmpl, uint32_t layer, uint32_t expert);
+
 /* Write text to path. */
 int fx_write_text(const char *path, const char *text);
 /* Read a whole file (malloc'd); NULL on failure. */

@@ -120,26 +120,7 @@ static void expect_failure(const char *source, int code, const char *w1, const c
 
 /* ---- checking a packed vault -------------------------------------------- */
 
-/* How a component maps to source tensors: {L} and {E} in the name. */
-typedef struct expect {
-    const char *comp;
-    const char *tensor; /* name template */
-    int stacked;        /* the expert is the tensor's outermost dimension */
-} expect;
-
-static void subst(char *out, size_t n, const char *tmpl, uint32_t l, uint32_t e)
-{
-    size_t k = 0;
-    for (const char *p = tmpl; *p && k + 12 < n;) {
-        if (!strncmp(p, "{L}", 3) || !strncmp(p, "{E}", 3)) {
-            k += (size_t)snprintf(out + k, n - k, "%" PRIu32, p[1] == 'L' ? l : e);
-            p += 3;
-        } else {
-            out[k++] = *p++;
-        }
-    }
-    out[k] = 0;
-}
+typedef fx_expect expect;
 
 static int in_list(char **names, size_t n, const char *name)
 {
@@ -188,7 +169,7 @@ static void check_pack(const fx_model *m, const expect *ex, size_t nex, uint32_t
                     fail_msg("unexpected component '%s'", comp->name);
                 assert_int_equal(comp->offset % 256, 0);
                 char tn[256];
-                subst(tn, sizeof tn, x->tensor, l, e);
+                fx_name(tn, sizeof tn, x->tensor, l, e);
                 const fx_tensor *t = fx_find(m, tn);
                 if (!t)
                     fail_msg("no fixture tensor %s", tn);
@@ -272,11 +253,6 @@ static void assert_meta(const char *key, const char *want)
 
 static const uint64_t S_GATE[] = {8, 16};
 
-static const expect QWEN[] = {
-    {"gate", "model.layers.{L}.mlp.experts.{E}.gate_proj.weight", 0},
-    {"up", "model.layers.{L}.mlp.experts.{E}.up_proj.weight", 0},
-    {"down", "model.layers.{L}.mlp.experts.{E}.down_proj.weight", 0},
-};
 
 static void write_qwen(fx_model *m)
 {
@@ -309,7 +285,7 @@ static void test_per_expert(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    check_pack(&m, QWEN, 3, 3, 4, 1);
+    check_pack(&m, FX_QWEN_EX, 3, 3, 4, 1);
     assert_meta("arch", "qwen3_moe");
     assert_meta("top_k", "2");
     assert_meta("quant", "bf16");
@@ -322,7 +298,7 @@ static void test_per_expert(void **state)
     unlink(path("out.smoe"));
     unlink(path("out.scout"));
     assert_int_equal(pack(dir, NULL), 0);
-    check_pack(&m, QWEN, 3, 3, 4, 1);
+    check_pack(&m, FX_QWEN_EX, 3, 3, 4, 1);
     fx_free(&m);
 }
 
@@ -350,12 +326,7 @@ static void test_sharded_mixtral(void **state)
     int rc = pack(path("model.safetensors.index.json"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", 0},
-        {"up", "model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", 0},
-        {"down", "model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", 0},
-    };
-    check_pack(&m, ex, 3, 2, 8, 0);
+    check_pack(&m, FX_MIXTRAL_EX, 3, 2, 8, 0);
     assert_meta("arch", "mixtral");
     assert_meta("quant", "f16");
 
@@ -379,12 +350,7 @@ static void test_stacked(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
-        {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
-        {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
-    };
-    check_pack(&m, ex, 3, 3, 6, 0);
+    check_pack(&m, FX_SWITCH_EX, 3, 3, 6, 0);
     fx_free(&m);
 }
 
@@ -402,13 +368,7 @@ static void test_stacked_fused(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate_up", "model.layers.{L}.mlp.experts.gate_up_proj", 1},
-        {"gate_up.bias", "model.layers.{L}.mlp.experts.gate_up_proj_bias", 1},
-        {"down", "model.layers.{L}.mlp.experts.down_proj", 1},
-        {"down.bias", "model.layers.{L}.mlp.experts.down_proj_bias", 1},
-    };
-    check_pack(&m, ex, 4, 2, 4, 0);
+    check_pack(&m, FX_GPT_OSS_EX, 4, 2, 4, 0);
     assert_meta("top_k", "4");
     fx_free(&m);
 }
@@ -428,18 +388,7 @@ static void test_mlx_quantised(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
-        {"gate.scales", "model.layers.{L}.mlp.switch_mlp.gate_proj.scales", 1},
-        {"gate.biases", "model.layers.{L}.mlp.switch_mlp.gate_proj.biases", 1},
-        {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
-        {"up.scales", "model.layers.{L}.mlp.switch_mlp.up_proj.scales", 1},
-        {"up.biases", "model.layers.{L}.mlp.switch_mlp.up_proj.biases", 1},
-        {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
-        {"down.scales", "model.layers.{L}.mlp.switch_mlp.down_proj.scales", 1},
-        {"down.biases", "model.layers.{L}.mlp.switch_mlp.down_proj.biases", 1},
-    };
-    check_pack(&m, ex, 9, 2, 4, 0);
+    check_pack(&m, FX_MLX_EX, 9, 2, 4, 0);
     assert_meta("quant", "mlx_packed:4bit:g32");
 
     smoe__vault v;
@@ -484,11 +433,6 @@ static void test_mlx_quantised(void **state)
 
 enum { GGML_F32 = 0, GGML_Q4_K = 12, GGML_Q6_K = 14, GGML_Q8_0 = 8 };
 
-static const expect GGUF_EX[] = {
-    {"gate", "blk.{L}.ffn_gate_exps.weight", 1},
-    {"up", "blk.{L}.ffn_up_exps.weight", 1},
-    {"down", "blk.{L}.ffn_down_exps.weight", 1},
-};
 
 static void test_gguf(void **state)
 {
@@ -499,7 +443,7 @@ static void test_gguf(void **state)
     int rc = pack(path("tiny.gguf"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    check_pack(&m, GGUF_EX, 3, 2, 4, 0);
+    check_pack(&m, FX_GGUF_EX, 3, 2, 4, 0);
     assert_meta("arch", "qwen3moe");
     assert_meta("model", "Tiny MoE");
     assert_meta("top_k", "2");
@@ -1109,7 +1053,7 @@ static void test_write_faults(void **state)
         int rc = pack(path("model.safetensors"), NULL);
         smoe__io_set(NULL);
         if (rc == 0) {
-            check_pack(&m, QWEN, 3, 3, 4, 1);
+            check_pack(&m, FX_QWEN_EX, 3, 3, 4, 1);
             break;
         }
         if (rc != SMOE_EIO)

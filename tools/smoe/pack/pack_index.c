@@ -284,6 +284,25 @@ static void lay_out(const ictx *c, ix_layout *L)
     L->end = L->meta + c->meta_len;
 }
 
+/* Source i's alignment as the vault records it: what every extent in it
+ * keeps. A file's own (GGUF's general.alignment) can be more than a
+ * stacked tensor's expert slices keep (a Q6_K slice of 1680 bytes). */
+static uint32_t extent_align(const pack_plan *p, const pack_file *f, uint32_t i)
+{
+    uint32_t a = f->align ? f->align : 1;
+    for (uint32_t l = 0; l < p->layers; l++) {
+        if (p->layer_layout[l] == UINT32_MAX)
+            continue;
+        const size_t n = (size_t)p->experts * p->layouts[p->layer_layout[l]].n;
+        for (size_t k = 0; k < n; k++) {
+            const pack_slice *sl = &p->slices[p->layer_slice0[l] + k];
+            while (sl->file == i && sl->offset % a)
+                a /= 2;
+        }
+    }
+    return a;
+}
+
 static void put_sources(const ictx *c, const ix_layout *L, unsigned char *b)
 {
     uint64_t name_at = 0;
@@ -298,7 +317,7 @@ static void put_sources(const ictx *c, const ix_layout *L, unsigned char *b)
                                                         : SMOE__V2_KIND_SAFETENSORS);
         smoe__put_le64(r + 24, f->header_bytes);
         put_hash(r + 32, c->src[i].header_hash);
-        smoe__put_le32(r + 40, f->align ? f->align : 1);
+        smoe__put_le32(r + 40, extent_align(c->p, f, i));
         smoe__put_le32(r + 44, (uint32_t)nl);
         smoe__put_le64(r + 48, name_at);
         memcpy(b + L->names + name_at, c->src[i].name, nl);
