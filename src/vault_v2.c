@@ -204,9 +204,9 @@ static int check_source(const smoe__vloader *L, smoe__vault_source *s, uint32_t 
         return smoe__fail(SMOE_EFORMAT, SRC_FMT "field name_len: found %" PRIu32
                           ", expected 1..%u", p, i, name_len, SMOE__V2_NAME_MAX);
     if (name_off > h->names_bytes || name_len > h->names_bytes - name_off)
-        return smoe__fail(SMOE_ERANGE, SRC_FMT "fields name_offset, name_len: [%" PRIu64 ", %"
-                          PRIu64 ") ends past names_bytes %" PRIu32, p, i, name_off,
-                          name_off + name_len, h->names_bytes);
+        return smoe__fail(SMOE_ERANGE, SRC_FMT "fields name_offset, name_len: %" PRIu32
+                          " bytes at %" PRIu64 " end past names_bytes %" PRIu32, p, i,
+                          name_len, name_off, h->names_bytes);
     if (rd64(r + 56) != 0)
         return smoe__fail(SMOE_EFORMAT, SRC_FMT "field reserved: found %" PRIu64
                           ", expected 0", p, i, rd64(r + 56));
