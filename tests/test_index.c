@@ -285,23 +285,30 @@ static void test_index_safetensors(void **state)
     fx_free(&m);
 }
 
+/* The mixtral model in two shards with their index.json. */
+static void write_sharded(fx_model *m)
+{
+    size_t half = fx_model_mixtral(m);
+    fx_model tmp = *m;
+    assert_int_equal(fx_write_st(path("model-00001-of-00002.safetensors"), &tmp, 0, half, NULL), 0);
+    assert_int_equal(fx_write_st(path("model-00002-of-00002.safetensors"), &tmp, half,
+                                 tmp.n - half, NULL), 0);
+    char *ix = malloc(1 << 16);
+    size_t k = (size_t)snprintf(ix, 1 << 16, "{\"weight_map\": {");
+    for (size_t i = 0; i < tmp.n; i++)
+        k += (size_t)snprintf(ix + k, (1 << 16) - k, "%s\"%s\": \"model-0000%d-of-00002."
+                              "safetensors\"", i ? ", " : "", tmp.t[i].name, i < half ? 1 : 2);
+    snprintf(ix + k, (1 << 16) - k, "}}");
+    assert_int_equal(fx_write_text(path("model.safetensors.index.json"), ix), 0);
+    free(ix);
+}
+
 /* A sharded checkpoint: each shard named once, layer 1's experts in both. */
 static void test_index_sharded(void **state)
 {
     (void)state;
     fx_model m = {0};
-    size_t half = fx_model_mixtral(&m);
-    assert_int_equal(fx_write_st(path("model-00001-of-00002.safetensors"), &m, 0, half, NULL), 0);
-    assert_int_equal(fx_write_st(path("model-00002-of-00002.safetensors"), &m, half, m.n - half,
-                                 NULL), 0);
-    char *ix = malloc(1 << 16);
-    size_t k = (size_t)snprintf(ix, 1 << 16, "{\"weight_map\": {");
-    for (size_t i = 0; i < m.n; i++)
-        k += (size_t)snprintf(ix + k, (1 << 16) - k, "%s\"%s\": \"model-0000%d-of-00002."
-                              "safetensors\"", i ? ", " : "", m.t[i].name, i < half ? 1 : 2);
-    snprintf(ix + k, (1 << 16) - k, "}}");
-    assert_int_equal(fx_write_text(path("model.safetensors.index.json"), ix), 0);
-    free(ix);
+    write_sharded(&m);
     index_ok(path("model.safetensors.index.json"), path("m.smoe"));
     smoe__vault v;
     assert_int_equal(smoe__vault_load(&v, path("m.smoe"), smoe__io_get()), 0);
@@ -579,6 +586,47 @@ static void test_index_scout(void **state)
     fx_free(&m);
 }
 
+/* The tool on an index vault: read, bench (every mode), budget, inspect,
+ * and smoe index itself. */
+static void test_index_tools(void **state)
+{
+    (void)state;
+    const char *t = getenv("SMOE_TOOL");
+    if (!t || !*t)
+        skip();
+    fx_model m = {0};
+    write_sharded(&m);
+    char v[1024], tr[1024];
+    snprintf(v, sizeof v, "%s", path("m.smoe"));
+    snprintf(tr, sizeof tr, "%s", path("t.trace"));
+    assert_int_equal(tool("index '%s' --out '%s' --quiet", path("model.safetensors.index.json"),
+                          v), 0);
+    assert_int_equal(tool("read '%s' --hash --verify --workers 3", v), 0);
+    assert_int_equal(tool("read '%s' --hash --buffered --chunk 16384", v), 0);
+    assert_int_equal(tool("trace-gen -o '%s' --layers 2 --experts 8 --top-k 2 --tokens 40", tr),
+                     0);
+    assert_int_equal(tool("bench --vault '%s' --trace '%s' --mode all --memory 50%% "
+                          "--workers 2", v, tr), 0);
+    assert_int_equal(tool("budget '%s'", v), 0);
+    assert_int_equal(tool("inspect --json '%s'", v), 0);
+    /* --no-hash: inspect says so */
+    assert_int_equal(tool("index '%s' --out '%s' --no-hash --quiet", dir, v), 0);
+    char cmd[4096], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s'", t, v);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    assert_int_equal(pclose(f), 0);
+    tu_expect_contains(out, "not recorded (--no-hash): verification is off");
+    tu_expect_contains(out, "model-00002-of-00002.safetensors");
+    tu_expect_contains(out, "present, unchanged");
+    /* usage errors */
+    assert_int_equal(tool("index '%s'", dir), 2);
+    assert_int_equal(tool("index --out '%s' --bogus '%s'", v, dir), 1);
+    fx_free(&m);
+}
+
 /* ---- descriptors -------------------------------------------------------------- */
 
 static void test_index_descriptors(void **state)
@@ -813,6 +861,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_index_missing_and_moved, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_no_hash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_scout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_tools, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_descriptors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_hot_path_opens_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_malformed, setup, teardown),
