@@ -1,9 +1,10 @@
 /*
  * worker.c - the streamer's I/O threads.
  *
- * Each worker owns one descriptor (direct I/O is serialised per
- * descriptor on some systems; one each gives the drive its full queue
- * depth). A blob is read in chunks: arming a load queues one token per
+ * Each worker owns one descriptor of a packed vault (direct I/O is
+ * serialised per descriptor on some systems; one each gives the drive its
+ * full queue depth); an index vault's are per source file, opened in
+ * smoe_open (source.c), and a chunk's read goes through extent.c. A blob is read in chunks: arming a load queues one token per
  * chunk, so a demand blob spreads over every idle worker at once. Loop:
  * pop a token from the demand queue, and only when it is empty from the
  * speculative one, so demand waits at most one chunk of lower-priority
