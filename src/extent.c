@@ -155,8 +155,10 @@ int smoe__extent_read(struct smoe_stream *s, const smoe__worker *wk, uint32_t sl
         uint64_t need = v->sources[sg->source].size;
         if (err == SMOE_ETRUNC && why->off >= (foff + n < need ? foff + n : need))
             err = 0;
-        if (err)
+        if (err) {
+            why->file = sg->source + 1; /* for the claim's message */
             return err;
+        }
         *got += n;
     }
     return 0;

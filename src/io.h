@@ -122,6 +122,8 @@ typedef struct smoe__io_fail {
     uint64_t len;   /* bytes still to read there */
     int eno;        /* its errno; 0 at end of file, or when short reads made no progress */
     uint32_t tries; /* attempts there, the last included; SMOE__IO_MAX_STALLS: retries used up */
+    uint32_t file;  /* which file, set by the caller (extent.c): 0 the vault, i + 1 an index
+                       vault's source i */
 } smoe__io_fail;
 
 /*

@@ -117,11 +117,11 @@ void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t 
 static void fault_note(struct smoe_stream *s, uint32_t v, uint32_t what,
                        const smoe__io_fail *f)
 {
-    static const smoe__io_fail none = {0, 0, 0, 0};
+    static const smoe__io_fail none = {0, 0, 0, 0, 0};
     smoe__slot_fault *sf = &s->ring.fault[v];
     if (!f)
         f = &none;
-    /* relaxed, all five: published with the error, by our acq_rel countdown
+    /* relaxed, all six: published with the error, by our acq_rel countdown
      * of chunk_left and then the release CAS publishing FAILED; they pair
      * with the claimer's acquire load of the slot word (claim.c) */
     atomic_store_explicit(&sf->what, what, memory_order_relaxed);
@@ -129,6 +129,7 @@ static void fault_note(struct smoe_stream *s, uint32_t v, uint32_t what,
     atomic_store_explicit(&sf->tries, f->tries, memory_order_relaxed);
     atomic_store_explicit(&sf->off, f->off, memory_order_relaxed);
     atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
+    atomic_store_explicit(&sf->file, f->file, memory_order_relaxed);
 }
 
 /* Offset in the blob of the first byte of its padding, data[size, padded),
@@ -162,7 +163,7 @@ static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v,
             /* The format promises zero padding (`smoe verify` checks it
              * too): bytes there mean the blob is not what was written. */
             err = SMOE_ECHECKSUM;
-            const smoe__io_fail at = {e->offset + dirt, 0, 0, 0};
+            const smoe__io_fail at = {e->offset + dirt, 0, 0, 0, 0};
             fault_note(s, v, SMOE__FAULT_PADDING, &at);
         }
     }
