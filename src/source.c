@@ -235,11 +235,14 @@ static void close_fds(struct smoe_stream *s)
 }
 
 /* The read alignment: what every source's direct I/O needs of offsets and
- * buffers, at least 512; a page where the file system does not say. */
+ * buffers, and at least a page: file systems report their logical block
+ * (often 512 bytes) while disks and virtual disks read 4 KiB physical
+ * blocks, so page-aligned reads are never split or widened below us; the
+ * cost is at most two pages per extent. */
 static int read_align(struct smoe_stream *s, uint32_t *align)
 {
     const smoe__sources *src = &s->src;
-    uint32_t a = 512;
+    uint32_t a = SMOE__EXTENT_ALIGN;
     for (uint32_t i = 0; i < src->n; i++) {
         uint32_t mem, off, need = SMOE__EXTENT_ALIGN;
         if (s->io_mode == SMOE_IO_DIRECT &&

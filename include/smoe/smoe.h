@@ -497,7 +497,7 @@ SMOE_API int smoe_layout_find(smoe_stream *s, uint32_t layout, const char *name,
  * there, so the offset differs from expert to expert and a component is
  * aligned only as its source file aligns it: GGUF's general.alignment (32
  * by default), safetensors' 8 (or less, for a file whose header length is
- * not a multiple of 8), never more than the read alignment (512 to 16384).
+ * not a multiple of 8), never more than the read alignment (4096 to 16384).
  * The slot itself, blob->data, stays 16 KiB-aligned.
  * @return 0; SMOE_EINVAL (NULL argument, or blob holds no reference);
  *         SMOE_ENOENT (index past the layout's components).
