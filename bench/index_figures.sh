@@ -9,7 +9,8 @@
 #   bench/index_figures.sh BUILD W TRACE [ROUNDS] [TOKENS] [MEMORY]
 # BUILD: a build directory (its tools/smoe/smoe); W: a folder holding
 # gptoss.gguf (bench/gguf_gptoss.py writes it) with room for a packed copy;
-# TRACE: gpt-oss-20b-mmlu-test.trace.gz; ROUNDS (3), TOKENS replayed (300),
+# TRACE: gpt-oss-20b-mmlu-test.trace.gz; ROUNDS (3) of the timings and of
+# bench, READS (environment, 5) rounds of smoe read, TOKENS replayed (300),
 # MEMORY the ring's share for bench (1280M).
 # Prints one line per measurement ("what seconds ..."); assert nothing.
 set -eu
@@ -47,7 +48,7 @@ echo "sizes: index $(stat -c %s "$W/idx.smoe") packed $(stat -c %s "$W/packed.sm
 echo "load: $(uptime)"
 
 # Cold smoe read: every blob once, file order, verification on.
-for r in $(seq "$R"); do
+for r in $(seq "${READS:-5}"); do
     if [ $((r % 2)) = 1 ]; then order="packed idx"; else order="idx packed"; fi
     for v in $order; do
         drop
