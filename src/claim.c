@@ -3,7 +3,11 @@
  *
  * A claim takes its reference with one CAS on the slot word that also
  * checks the slot's key, generation and state, so no evictor can slip in
- * between "it is READY" and "I hold a reference". claim never issues I/O;
+ * between "it is READY" and "I hold a reference"; the same CAS removes one
+ * demand pin, if the slot has any (every demand prefetch is honoured by one
+ * claim: prefetch.c). A claim that reports a failed read removes one pin
+ * too. The descriptor records the stream and its own address, so release
+ * refuses a descriptor of another stream or a copy. claim never issues I/O;
  * claim_wait spins briefly, then parks on the slot word's low 32 bits
  * (futex/ulock) after setting WAITERS, which every publisher clears before
  * waking; shutdown clears it too. No mutex, no condition variable.
@@ -83,11 +87,11 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
             *wait_word = w;
             return SMOE_EAGAIN;
         case SMOE__FAILED: {
-            /* Read the error while DEMAND still pins the slot: no evictor
-             * can re-arm it for another expert meanwhile, so the error is
-             * this load's. relaxed: written before the publishing release
-             * CAS our acquire load of w synchronised with; ordered before
-             * the unpinning CAS below by its release */
+            /* Read the error while a pin holds the slot: no evictor can
+             * re-arm it for another expert meanwhile, so the error is this
+             * load's. relaxed: written before the publishing release CAS
+             * our acquire load of w synchronised with; ordered before the
+             * unpinning CAS below by its release */
             int err = atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
             if (err == 0) {
                 /* a prefetch re-armed the slot for a retry since w was
@@ -99,15 +103,16 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
             }
             smoe__fault f;
             fault_copy(s, v, &f); /* under the same pin as err */
-            /* The error has reached a claimer: a failed demand read stops
-             * pinning its slot, or every failure would hold one slot until
-             * the same expert is asked for again. The CAS is from the word
-             * the error was read under (a moved word: look again).
-             * acq_rel: release orders the read of err before any reuse of
-             * the slot by an evictor; acquire as the load above */
-            if ((w & SMOE__W_DEMAND) &&
+            /* The error has reached a claimer: it honours one demand
+             * prefetch, as a successful claim does, so failures the caller
+             * has asked about do not hold slots until the same expert is
+             * asked for again. The CAS is from the word the error was read
+             * under (a moved word: look again). acq_rel: release orders
+             * the read of err before any reuse of the slot by an evictor;
+             * acquire as the load above */
+            if (smoe__w_pins(w) &&
                 !atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w,
-                                                       w & ~SMOE__W_DEMAND,
+                                                       w - SMOE__W_PIN_ONE,
                                                        memory_order_acq_rel,
                                                        memory_order_acquire))
                 continue;
@@ -122,8 +127,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
         }
         if (smoe__w_refs(w) >= SMOE__W_REF_MAX)
             return SMOE_EREFS;
-        nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_DEMAND)) | SMOE__CONSUMED) +
-             SMOE__W_REF_ONE;
+        nw = ((w & ~SMOE__W_STATE_MASK) | SMOE__CONSUMED) + SMOE__W_REF_ONE -
+             (smoe__w_pins(w) ? SMOE__W_PIN_ONE : 0);
         /* acquire: pairs with the worker's release CAS publishing READY, so
          * the blob's bytes are visible to us; failure reloads w */
         if (atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
@@ -141,6 +146,8 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     blob->slot = v;
     blob->gen = gen;
     blob->held = 1;
+    blob->reserved_[0] = s->id;                       /* which stream */
+    blob->reserved_[1] = (uint64_t)(uintptr_t)blob;   /* which descriptor */
     smoe__touch(s, v);
     smoe__freq_hit(&s->freq, key);
     SMOE__COUNT(s, c_claims, 1);
@@ -256,19 +263,8 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         r = claim_once(s, layer, expert, blob, &ws, &ww, &why);
         if (r != SMOE_EAGAIN && r != SMOE_ENOTRESIDENT)
             break;
-        /* Not resident: ask for it. A read in flight that is not (or no
-         * longer) a demand read: ask, which upgrades it to demand and pins
-         * it, so we never wait at speculative priority on a read that an
-         * evictor may cancel. */
-        if (r == SMOE_ENOTRESIDENT || (ws != UINT32_MAX && !(ww & SMOE__W_DEMAND))) {
-            int p = smoe__prefetch_demand(s, layer, key);
-            if (p < 0) {
-                r = p;
-                break;
-            }
-            if (p == SMOE_RESIDENT || p == SMOE_QUEUED)
-                continue;
-        }
+        /* Every way round this loop passes here: the timeout runs from the
+         * first attempt that failed. */
         now = smoe__now_ns();
         if (t0 == 0) {
             t0 = now;
@@ -277,6 +273,22 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
             r = smoe__fail(SMOE_ETIMEDOUT, "claim_wait: (layer %u, expert %u) not ready "
                            "after %llu ns", layer, expert, (unsigned long long)timeout_ns);
             break;
+        }
+        /* Not resident: ask for it. A read in flight that is not (or no
+         * longer) a demand read: ask, which upgrades it to demand and pins
+         * it, so we never wait at speculative priority on a read that an
+         * evictor may cancel. The ask adds one pin, which this call's claim
+         * removes; while the read has a pin nothing asks again. */
+        if (r == SMOE_ENOTRESIDENT || (ws != UINT32_MAX && smoe__w_pins(ww) == 0)) {
+            int p = smoe__prefetch_demand(s, layer, key);
+            if (p < 0) {
+                r = p;
+                break;
+            }
+            if (p == SMOE_RESIDENT || p == SMOE_QUEUED) {
+                smoe__hook(s, SMOE__HOOK_WAIT_ASKED, UINT32_MAX, (uint64_t)p, 0);
+                continue;
+            }
         }
         if (spins < SMOE__CLAIM_SPINS) {
             smoe__cpu_relax();
@@ -300,6 +312,15 @@ SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob)
     if (!blob->held || blob->slot >= s->ring.nslots)
         return smoe__fail(SMOE_EINVAL, "release: the descriptor holds no reference "
                           "(released already, or never claimed)");
+    if (blob->reserved_[0] != s->id)
+        return smoe__fail(SMOE_EINVAL, "release: the descriptor of (layer %u, expert %u) was "
+                          "claimed on another stream; release it on the stream that claimed "
+                          "it", blob->layer, blob->expert);
+    if (blob->reserved_[1] != (uint64_t)(uintptr_t)blob)
+        return smoe__fail(SMOE_EINVAL, "release: the descriptor at %p of (layer %u, expert "
+                          "%u) is a copy (or was moved) of the one the claim filled at %p; "
+                          "release that one", (void *)blob, blob->layer, blob->expert,
+                          (void *)(uintptr_t)blob->reserved_[1]);
     const uint32_t v = blob->slot;
     const uint32_t key = blob->layer * s->vault.experts + blob->expert;
     /* relaxed: the CAS below re-checks; the release CAS is what orders */

@@ -24,6 +24,13 @@ static const smoe__vault_layout *blob_layout(smoe_stream *s, const smoe_blob *bl
                    "or never claimed)", fn);
         return NULL;
     }
+    /* Another stream's blob would be read through this vault's plan. (A
+     * copy of the descriptor is fine: this only reads it.) */
+    if (blob->reserved_[0] != s->id) {
+        smoe__fail(SMOE_EINVAL, "%s: the descriptor of (layer %u, expert %u) was claimed on "
+                   "another stream", fn, blob->layer, blob->expert);
+        return NULL;
+    }
     *key = blob->layer * v->experts + blob->expert;
     return &v->layouts[e->layout];
 }

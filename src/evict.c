@@ -5,8 +5,8 @@
  *  - Lazy: called once per new load, picks one slot; nothing is ever
  *    pruned in bulk.
  *  - Never chosen: a slot with references (the host may be reading it), a
- *    read in progress (STARTED), a slot pinned by a demand prefetch that
- *    has not been claimed yet (DEMAND).
+ *    read in progress (STARTED), a slot pinned by demand prefetches that
+ *    have not all been claimed yet (pins).
  *  - Preference: EMPTY first; then, by class, FAILED; CONSUMED with no
  *    references (retained); speculative READY never claimed (under reuse:
  *    in the retained class, ranked with it); speculative reads queued but
@@ -29,7 +29,7 @@
  * experts on its keep value instead of outliving them all. */
 static int victim_class(uint64_t w, unsigned kind, int ranked)
 {
-    if (smoe__w_refs(w) != 0 || (w & SMOE__W_DEMAND))
+    if (smoe__w_refs(w) != 0 || smoe__w_pins(w) != 0)
         return -1;
     switch (smoe__w_state(w)) {
     case SMOE__FAILED:
@@ -38,7 +38,7 @@ static int victim_class(uint64_t w, unsigned kind, int ranked)
         return 1;
     case SMOE__READY:
         if (!(w & SMOE__W_SPEC))
-            return -1; /* demand READY is pinned by DEMAND */
+            return -1; /* demand READY: pinned until claimed */
         return ranked ? 1 : 2;
     case SMOE__LOADING:
         /* A queued speculative read may be cancelled, but only to make room

@@ -5,9 +5,14 @@
  * loop take no lock and allocate nothing. Their only system calls are the
  * read itself and futex wake/wait on a parked worker or claimer (plus a
  * sched_yield in the rare race of two prefetches of one expert at the same
- * instant). Everything they touch is allocated in smoe_open. A direct
- * read the kernel returns cut off an alignment boundary (end of file, or a
- * device that returns partial reads) also costs one fstat (io.c).
+ * instant). They also read the clock (smoe__now_ns: clock_gettime with
+ * CLOCK_MONOTONIC, when a load is queued, upgraded or lands, and in
+ * smoe_claim_wait): on Linux the vDSO serves it without entering the
+ * kernel, and on macOS the commpage does; test_harden_protocol's
+ * item05_hot_path_system_calls runs the hot path with the clock's system
+ * call forbidden. A direct read the kernel returns cut off an alignment
+ * boundary (end of file, or a device that returns partial reads) also costs
+ * one fstat (io.c). Everything they touch is allocated in smoe_open.
  */
 #ifndef SMOE_INTERNAL_H
 #define SMOE_INTERNAL_H
@@ -47,6 +52,27 @@
 /* Statistics counters: relaxed increments, no ordering with anything. */
 #define SMOE__COUNT(s, field, n) \
     atomic_fetch_add_explicit(&(s)->field, (uint64_t)(n), memory_order_relaxed)
+
+/*
+ * Test seams: a test may install a function that the library calls at
+ * chosen points of the hot path, to pause a thread there or to run code
+ * between two of its steps, which makes races deterministic
+ * (tests/test_harden_protocol.c). Outside tests the pointer is NULL: each
+ * point costs a relaxed load and a branch that is never taken. a and b
+ * depend on the point.
+ */
+enum {
+    SMOE__HOOK_CHUNK_CAS = 1,  /* worker, before its CAS on chunk_next: a = chunk_next
+                                * seen, b = the chunk bytes it would read */
+    SMOE__HOOK_CHUNK_READ,     /* worker, chunk taken, before the read: a = offset in
+                                * the blob, b = length */
+    SMOE__HOOK_REQUEST_DONE,   /* worker, after a token was handled */
+    SMOE__HOOK_WAIT_ASKED      /* smoe_claim_wait, its demand prefetch returned
+                                * SMOE_RESIDENT or SMOE_QUEUED: a = that status */
+};
+struct smoe_stream;
+typedef void (*smoe__hook_fn)(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                              uint64_t b);
 
 typedef struct smoe__worker {
     struct smoe_stream *s;
@@ -97,8 +123,7 @@ typedef struct smoe__ring {
     _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
     smoe__slot_fault *fault; /* nslots: why, for the claimer's message */
     /* Chunked reads of the load in progress (worker.c): */
-    _Atomic uint64_t *chunk_next; /* nslots: gen << 32 | next chunk to hand out */
-    _Atomic uint32_t *chunk_size; /* nslots: chunk bytes of this load */
+    _Atomic uint64_t *chunk_next; /* nslots: arming, chunk size, next chunk (slot.h) */
     _Atomic uint32_t *chunk_left; /* nslots: chunks not yet landed */
     _Atomic uint64_t *t_queued;   /* nslots: when the load was asked for (ns) */
 } smoe__ring;
@@ -113,6 +138,8 @@ struct smoe_stream {
     smoe__mpmc spec_q;
     smoe__worker *workers;
     smoe__trace_rec *trace;
+
+    uint64_t id;             /* unique in the process: claims record it (claim.c) */
 
     /* resolved options */
     uint32_t nworkers;
@@ -157,7 +184,21 @@ struct smoe_stream {
     smoe__budget budget;
     alignas(64) smoe__freq freq;
     smoe__prewarm prewarm;
+
+    /* Test seam (smoe__hook below): NULL except in tests. */
+    _Atomic(smoe__hook_fn) hook;
 };
+
+/* Call the test seam at `point`, if one is installed. */
+static inline void smoe__hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                              uint64_t b)
+{
+    /* relaxed: a test installs the function before the calls it wants to
+     * catch; the function synchronises through its own atomics */
+    smoe__hook_fn f = atomic_load_explicit(&s->hook, memory_order_relaxed);
+    if (f)
+        f(s, point, slot, a, b);
+}
 
 /* ring.c */
 int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock);
@@ -197,15 +238,23 @@ static inline uint32_t smoe__chunks(uint64_t padded, uint32_t chunk)
     return (uint32_t)((padded + chunk - 1) / chunk);
 }
 
+/* Chunk tokens of a demand (or speculative and pre-warm) load of key. */
+static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t key, int demand)
+{
+    return smoe__chunks(s->vault.index[key].padded, demand ? s->chunk : s->spec_chunk);
+}
+
 /* worker.c */
 /*
  * Arm slot v (just CASed to LOADING with generation gen, key key) for a
  * new read and queue one token per chunk on the demand or the speculative
- * queue, waking that many parked workers.
+ * queue, waking that many parked workers. The caller has reserved room
+ * for them (smoe__mpmc_reserve of smoe__load_chunks on that queue).
  */
 void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
                       int demand);
-/* Queue n more tokens for the load in slot v (a demand upgrade). */
+/* Queue n more tokens for the load in slot v (a demand upgrade), in room
+ * the caller has reserved. */
 void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n, int demand);
 int smoe__workers_start(struct smoe_stream *s);
 void smoe__workers_join(struct smoe_stream *s);

@@ -186,7 +186,7 @@ static int os_stat(const smoe__io *io, int fd, smoe__io_stat *out)
 
 static int os_size(const smoe__io *io, int fd, uint64_t *size)
 {
-    smoe__io_stat st;
+    smoe__io_stat st = {0};
     int r = os_stat(io, fd, &st);
     if (r == 0)
         *size = st.size;

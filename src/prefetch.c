@@ -8,8 +8,18 @@
  * lasts for one victim scan; a concurrent prefetch of the same expert
  * waits it out (pause, then sched_yield) and then joins.
  *
+ * Room in the request queues is reserved before anything changes
+ * (mpmc.h): a speculative or pre-warm load that finds none is SKIPPED
+ * before it takes a slot, a demand load or retry fails with SMOE_EFULL,
+ * and an upgrade that finds none leaves the read to its speculative
+ * tokens. No prefetch ever waits for a worker to make room.
+ *
+ * Each demand prefetch adds a pin to the slot word; each claim removes one
+ * (claim.c): every demand prefetch is honoured by one claim.
+ *
  * Lock-free, no allocation. System calls: a futex wake when a worker is
- * parked, and the sched_yield above.
+ * parked, and the sched_yield above (the clock, read when a load is queued
+ * or upgraded, is the vDSO's: internal.h).
  */
 #include <sched.h>
 
@@ -62,6 +72,35 @@ static void evicted(struct smoe_stream *s, uint32_t v, uint64_t old)
         smoe__park_wake(smoe__low32(&s->ring.word[v]), INT32_MAX);
 }
 
+static uint32_t layer_of(const struct smoe_stream *s, uint32_t key)
+{
+    return key / s->vault.experts;
+}
+
+static uint32_t expert_of(const struct smoe_stream *s, uint32_t key)
+{
+    return key % s->vault.experts;
+}
+
+/* The demand queue had no room for n more tokens. */
+static int no_demand_room(struct smoe_stream *s, uint32_t key, uint32_t n)
+{
+    SMOE__COUNT(s, c_full, 1);
+    /* relaxed: a figure for the message only */
+    size_t held = atomic_load_explicit(&s->demand_q.reserved, memory_order_relaxed);
+    return smoe__fail(SMOE_EFULL, "prefetch: (layer %u, expert %u): the demand queue has no "
+                      "room for its %u read requests (%zu of %zu are queued or reserved); "
+                      "nothing was changed", layer_of(s, key), expert_of(s, key), n, held,
+                      smoe__mpmc_capacity(&s->demand_q));
+}
+
+static int too_many_pins(struct smoe_stream *s, uint32_t key)
+{
+    return smoe__fail(SMOE_EREFS, "prefetch: (layer %u, expert %u) already has %u demand "
+                      "prefetches awaiting their claims", layer_of(s, key), expert_of(s, key),
+                      SMOE__W_PIN_MAX);
+}
+
 /* Take a speculation budget unit. 1 if taken. */
 static int spec_budget_take(struct smoe_stream *s)
 {
@@ -86,6 +125,18 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
         SMOE__COUNT(s, c_spec_skipped, 1);
         return SMOE_SKIPPED;
     }
+    /* Room for the load's tokens, before a slot is taken. */
+    smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
+    const uint32_t n = smoe__load_chunks(s, key, demand);
+    if (!smoe__mpmc_reserve(q, n)) {
+        if (counted_spec)
+            smoe__spec_put(s);
+        unpend(s, key);
+        if (demand)
+            return no_demand_room(s, key, n);
+        SMOE__COUNT(s, c_spec_skipped, 1);
+        return SMOE_SKIPPED;
+    }
     uint32_t v;
     uint64_t w, nw;
     for (;;) {
@@ -94,6 +145,7 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
                       : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, key,
                                          &v, &w);
         if (!got) {
+            smoe__mpmc_unreserve(q, n);
             if (counted_spec)
                 smoe__spec_put(s);
             unpend(s, key);
@@ -110,7 +162,7 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
         /* STARTED until smoe__load_start has armed the chunk counters: an
          * evictor must not cancel a load whose arming is still to come. */
         nw = smoe__w_new_load(w, key,
-                              kflags | SMOE__W_STARTED | (demand ? SMOE__W_DEMAND : 0));
+                              kflags | SMOE__W_STARTED | (demand ? SMOE__W_PIN_ONE : 0));
         /* acq_rel: acquire pairs with the release CAS of the last claimer's
          * release (its reads of the data finish before we reuse the slot);
          * release publishes the new key to claimers' acquire loads */
@@ -137,40 +189,57 @@ static int load_new(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 }
 
 /* The map says the expert is in slot v (word w, generation gen): join,
- * mark, retry or report. -1: the slot no longer holds it; re-read the map. */
+ * pin, retry or report. -1: the slot no longer holds it; re-read the map. */
 static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, uint32_t gen,
                  uint64_t kflags)
 {
     const int demand = !(kflags & SMOE__W_SPEC);
+    /* Demand-queue room for a retry's tokens, reserved before its CAS. */
+    const uint32_t nretry = demand ? smoe__load_chunks(s, key, 1) : 0;
+    int room = 0, r = 0;
     for (;;) {
         if (smoe__w_key(w) != key || smoe__w_gen(w) != gen ||
-            smoe__w_state(w) == SMOE__EMPTY)
-            return -1;
+            smoe__w_state(w) == SMOE__EMPTY) {
+            r = -1;
+            break;
+        }
         uint64_t nw = w;
-        switch (smoe__w_state(w)) {
+        const unsigned st = smoe__w_state(w);
+        if (demand && st != SMOE__EMPTY && smoe__w_pins(w) == SMOE__W_PIN_MAX) {
+            r = too_many_pins(s, key);
+            break;
+        }
+        switch (st) {
         case SMOE__READY:
         case SMOE__CONSUMED:
             if (demand)
-                nw |= SMOE__W_DEMAND; /* pinned until claimed */
+                nw += SMOE__W_PIN_ONE; /* pinned until claimed */
             break;
         case SMOE__LOADING:
-            if (demand && !(w & SMOE__W_DEMAND)) {
-                nw |= SMOE__W_DEMAND; /* upgrade a speculative read */
-                /* Not started yet: it becomes a plain demand read. */
-                if (!(w & SMOE__W_STARTED))
+            if (demand) {
+                nw += SMOE__W_PIN_ONE;
+                /* The first pin of a speculative read upgrades it; not
+                 * started yet, it becomes a plain demand read. */
+                if (smoe__w_pins(w) == 0 && !(w & SMOE__W_STARTED))
                     nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
             }
             break;
         case SMOE__FAILED:
             if (!demand)
                 return SMOE_SKIPPED; /* only demand retries a failed read */
-            nw = (w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM |
-                        SMOE__W_STARTED | SMOE__W_WAITERS)) |
-                 SMOE__LOADING | SMOE__W_DEMAND | SMOE__W_STARTED; /* see load_new */
+            if (!room && !smoe__mpmc_reserve(&s->demand_q, nretry))
+                return no_demand_room(s, key, nretry);
+            room = 1;
+            nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM |
+                         SMOE__W_STARTED | SMOE__W_WAITERS)) |
+                  SMOE__LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE; /* see load_new */
             break;
         default:
-            return -1;
+            r = -1;
+            break;
         }
+        if (r)
+            break;
         /* acq_rel: as in load_new (a retry reuses the slot's memory);
          * acquire on failure: the reloaded word is checked again above */
         if (nw == w || atomic_compare_exchange_weak_explicit(&s->ring.word[v], &w, nw,
@@ -178,6 +247,10 @@ static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, ui
                                                              memory_order_acquire))
             break;
     }
+    if (room && (r || smoe__w_state(w) != SMOE__FAILED))
+        smoe__mpmc_unreserve(&s->demand_q, nretry); /* no retry after all */
+    if (r)
+        return r;
     switch (smoe__w_state(w)) {
     case SMOE__READY:
     case SMOE__CONSUMED:
@@ -188,26 +261,25 @@ static int found(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key, ui
             SMOE__COUNT(s, c_hits, 1);
         return SMOE_RESIDENT;
     case SMOE__LOADING:
-        if (demand && !(w & SMOE__W_DEMAND)) {
+        if (demand && smoe__w_pins(w) == 0) {
             SMOE__COUNT(s, c_spec_upgraded, 1);
             if (!(w & SMOE__W_PREWARM))
                 smoe__spec_put(s);
             /* Its chunk tokens wait behind speculative work: queue them
-             * again on the demand queue. Chunks are handed out once per
-             * load (worker.c), so the extra tokens find nothing left. */
+             * again on the demand queue (chunks are handed out once per
+             * arming, worker.c, so the extra tokens find nothing left). It
+             * was armed, or will be, in speculative chunks. Without room
+             * the read goes on from its speculative tokens. */
             /* relaxed: latency statistics only */
             atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
-            /* relaxed: a token count only; a load not armed yet queues
-             * its own tokens when it is */
-            uint32_t chunk = atomic_load_explicit(&s->ring.chunk_size[v], memory_order_relaxed);
-            smoe__load_tokens(s, v, smoe__w_gen(w),
-                              smoe__chunks(entry_of_key(s, key)->padded,
-                                           chunk ? chunk : s->spec_chunk), 1);
+            const uint32_t n = smoe__load_chunks(s, key, 0);
+            if (smoe__mpmc_reserve(&s->demand_q, n))
+                smoe__load_tokens(s, v, smoe__w_gen(w), n, 1);
         }
         if (demand)
             SMOE__COUNT(s, c_joins, 1);
         return SMOE_INFLIGHT;
-    default: /* FAILED, now LOADING again */
+    default: /* FAILED, now LOADING again: a new arming, in the room reserved */
         smoe__touch(s, v);
         smoe__load_start(s, v, smoe__w_gen(w), key, 1);
         SMOE__COUNT(s, c_misses, 1);
@@ -311,7 +383,7 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert)
         if (smoe__w_key(w) != key || smoe__w_gen(w) != gen ||
             smoe__w_state(w) != SMOE__LOADING)
             return SMOE_ENOTRESIDENT;
-        if ((w & (SMOE__W_STARTED | SMOE__W_DEMAND)) || !(w & SMOE__W_SPEC))
+        if ((w & SMOE__W_STARTED) || smoe__w_pins(w) || !(w & SMOE__W_SPEC))
             return SMOE_EBUSY;
         /* EMPTY under a new generation: the queued tokens no longer match */
         nw = ((uint64_t)((gen + 1) & ((1u << SMOE__W_GEN_BITS) - 1)) << SMOE__W_GEN_SHIFT) |

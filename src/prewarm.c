@@ -56,7 +56,7 @@ static uint32_t owned_slots(struct smoe_stream *s)
         /* relaxed: a count to stop at; a stale word only moves it by one */
         uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
         unsigned st = smoe__w_state(w);
-        if ((w & SMOE__W_PREWARM) && !(w & SMOE__W_DEMAND) &&
+        if ((w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0 &&
             (st == SMOE__READY || st == SMOE__LOADING))
             n++;
     }

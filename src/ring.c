@@ -86,10 +86,8 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
     r->fault = smoe__calloc(nslots, sizeof *r->fault);
     r->chunk_next = smoe__calloc(nslots, sizeof *r->chunk_next);
     r->chunk_left = smoe__calloc(nslots, sizeof *r->chunk_left);
-    r->chunk_size = smoe__calloc(nslots, sizeof *r->chunk_size);
     r->t_queued = smoe__calloc(nslots, sizeof *r->t_queued);
     if (!r->word || !r->tick || !r->err || !r->fault || !r->chunk_next || !r->chunk_left ||
-        !r->chunk_size ||
         !r->t_queued) {
         smoe__ring_free(r);
         return smoe__fail(SMOE_ENOMEM, "ring: out of memory for %u slot words", nslots);
@@ -105,7 +103,6 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
         atomic_init(&r->fault[i].len, 0);
         atomic_init(&r->chunk_next[i], 0);
         atomic_init(&r->chunk_left[i], 0);
-        atomic_init(&r->chunk_size[i], 0);
         atomic_init(&r->t_queued[i], 0);
     }
     return 0;
@@ -124,7 +121,6 @@ void smoe__ring_free(smoe__ring *r)
     free(r->fault);
     free(r->chunk_next);
     free(r->chunk_left);
-    free(r->chunk_size);
     free(r->t_queued);
     memset(r, 0, sizeof *r);
 }

@@ -183,6 +183,9 @@ static int open_fds(struct smoe_stream *s)
     return 0;
 }
 
+/* Stream identities for descriptors (claim.c): never reused in a process. */
+static _Atomic uint64_t stream_ids;
+
 static void stream_free(struct smoe_stream *s)
 {
     smoe__prewarm_stop(s); /* before the workers: it feeds their queues */
@@ -218,6 +221,8 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     struct smoe_stream *s = smoe__calloc(1, sizeof *s);
     if (!s)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+    /* relaxed: only a number no other stream of this process has */
+    s->id = atomic_fetch_add_explicit(&stream_ids, 1, memory_order_relaxed) + 1;
     s->io = smoe__io_get();
     s->flags = o.flags;
     s->log_fn = o.log_fn;
@@ -264,11 +269,32 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     /* At once: a failure below closes every fd >= 0 (calloc's 0 is stdin). */
     for (uint32_t i = 0; s->workers && i < s->nworkers; i++)
         s->workers[i].fd = -1;
-    /* Tokens in a queue: at most one per chunk of each LOADING slot, one
-     * more per chunk when a speculative load is upgraded, and stale tokens
-     * of loads cancelled since (each cancellation needs a demand load, so
-     * at most one slot's worth each). 4 per chunk of every slot (+ workers)
-     * covers them with room to spare. */
+    /*
+     * Queue capacity. Every push is made in room reserved before the slot
+     * word changes (mpmc.h, prefetch.c), so no push finds a queue full and
+     * no prefetch waits for a worker; a request with no room is refused up
+     * front. N below is one blob's chunks at the smaller chunk size. The
+     * tokens a queue holds, with their room, until a worker pops them:
+     *  - demand: of each slot's current load, its arming's (a demand load
+     *    or a retry: up to N) and one upgrade's (up to N); and leftovers:
+     *    demand tokens whose chunks other tokens took (an upgraded load
+     *    read from its speculative tokens, a retry's chunks taken by the
+     *    tokens of the attempt before). Leftovers of a slot's earlier
+     *    loads are popped before its next load can finish (the queue is
+     *    FIFO, and speculative tokens are popped only when it is empty),
+     *    so a slot has at most one load's worth, up to 2N, behind its
+     *    current one. 4N per slot holds them all; only prefetching threads
+     *    stalled between their slot CAS and their push can hold room
+     *    beyond it, and then a demand prefetch fails with SMOE_EFULL
+     *    rather than wait (an upgrade goes on at speculative priority).
+     *  - speculative: each slot's current speculative or pre-warm load
+     *    (up to N), and leftovers that nothing bounds: the tokens of
+     *    upgraded, cancelled and evicted speculative loads stay queued
+     *    until the workers reach this queue, which they do only when the
+     *    demand queue is empty. Its capacity is a soft limit: a
+     *    speculative or pre-warm prefetch that finds no room returns
+     *    SMOE_SKIPPED before it takes a slot.
+     */
     uint32_t min_chunk = s->chunk < s->spec_chunk ? s->chunk : s->spec_chunk;
     size_t qcap = (size_t)nslots * smoe__chunks(s->vault.max_padded, min_chunk) * 4 +
                   s->nworkers;

@@ -10,10 +10,14 @@
  * speculative one, so demand waits at most one chunk of lower-priority
  * work per worker; mark the slot STARTED (which also drops tokens of a
  * cancelled or stale load); take the next chunk of the load (a CAS on the
- * slot's chunk_next, tagged with the generation, so each chunk is read
- * exactly once whatever the number of tokens); read it; count it down.
- * The worker that lands the last chunk verifies the blob if asked and
- * publishes READY or FAILED with a release CAS.
+ * slot's chunk_next, which names the arming by gen and attempt and carries
+ * the chunk size, so each chunk of an arming is read exactly once, in the
+ * size it was armed with, whatever the number and age of the tokens: see
+ * slot.h); read it; count it down. The worker that lands the last chunk
+ * verifies the blob if asked and publishes READY or FAILED with a release
+ * CAS. A worker pops a token and then returns one unit of its queue's
+ * room (prefetch.c reserves room before it queues, so a push never finds
+ * a queue full and nobody waits for room).
  *
  * Parking: an idle worker registers in `idle`, reads work_seq, checks the
  * queues once more and futex-waits on work_seq. A producer pushes, bumps
@@ -23,7 +27,6 @@
  * stale value): no lost wake-up, no mutex, no condition variable.
  */
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,7 +61,7 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
          * making the bytes we read (or the error) visible with READY */
     } while (!atomic_compare_exchange_weak_explicit(word, &w, nw, memory_order_release,
                                                     memory_order_relaxed));
-    if ((w & SMOE__W_SPEC) && !(w & (SMOE__W_DEMAND | SMOE__W_PREWARM)))
+    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0)
         smoe__spec_put(s);
     smoe__touch(s, v); /* freshly loaded: a fresh tick */
     if (w & SMOE__W_WAITERS)
@@ -69,33 +72,33 @@ void smoe__load_tokens(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t
 {
     smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
     const smoe__req rq = {v, gen};
-    for (uint32_t i = 0; i < n; i++) {
-        /* Cannot fail with the capacity smoe_open gives the queues (4 tokens
-         * per chunk of every slot); should it, wait for a worker to make
-         * room rather than strand a chunk. */
-        while (!smoe__mpmc_push(q, rq)) {
-            if (atomic_load(&s->stop))
-                return;
-            sched_yield();
-        }
-    }
+    /* Cannot fail: the caller reserved room for n (mpmc.h, "Reservations") */
+    for (uint32_t i = 0; i < n; i++)
+        smoe__mpmc_push(q, rq);
     smoe__workers_notify(s, (int)n);
 }
 
 void smoe__load_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
                       int demand)
 {
-    const uint32_t chunk = demand ? s->chunk : s->spec_chunk;
-    const uint32_t n = smoe__chunks(s->vault.index[key].padded, chunk);
+    const uint32_t n = smoe__load_chunks(s, key, demand);
+    /* This arming's attempt: one more than the last arming's if that was of
+     * the same gen (a retry of a failed read), else 0. relaxed: nobody else
+     * writes chunk_next while the slot is reserved (STARTED) and not armed:
+     * the last arming's chunks were all taken before it was published (or
+     * none was, if it was cancelled), and the CAS that reserved the slot
+     * read the word that publication or cancellation wrote. */
+    uint64_t prev = atomic_load_explicit(&s->ring.chunk_next[v], memory_order_relaxed);
+    uint32_t attempt = smoe__cn_gen(prev) == gen ? smoe__cn_attempt(prev) + 1 : 0;
     /* relaxed: published by the release store of chunk_next below */
     atomic_store_explicit(&s->ring.err[v], 0, memory_order_relaxed);
-    atomic_store_explicit(&s->ring.chunk_size[v], chunk, memory_order_relaxed);
     atomic_store_explicit(&s->ring.chunk_left[v], n, memory_order_relaxed);
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
-    /* release: pairs with the worker's acquire CAS on chunk_next, so a
-     * worker that takes a chunk of this load sees the count above, also
-     * when it holds a token of an earlier attempt of the same generation */
-    atomic_store_explicit(&s->ring.chunk_next[v], (uint64_t)gen << 32, memory_order_release);
+    /* release: pairs with the worker's acquire load and CAS of chunk_next,
+     * so a worker that takes a chunk of this arming sees the count above,
+     * also when it holds a token of an earlier arming of the same gen */
+    atomic_store_explicit(&s->ring.chunk_next[v], smoe__cn_make(gen, attempt, !demand),
+                          memory_order_release);
     /* Armed: drop the STARTED the reservation set, so that a queued
      * speculative read can be cancelled until a worker takes a chunk.
      * Nobody else can move the slot meanwhile: it is not cancellable, and
@@ -174,7 +177,7 @@ static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v,
     uint64_t t0 = atomic_load_explicit(&s->ring.t_queued[v], memory_order_relaxed);
     /* relaxed: the flags only classify the latency */
     uint64_t w = atomic_load_explicit(&s->ring.word[v], memory_order_relaxed);
-    smoe__lat_add((w & SMOE__W_SPEC) && !(w & SMOE__W_DEMAND) ? &s->lat_spec : &s->lat_demand,
+    smoe__lat_add((w & SMOE__W_SPEC) && smoe__w_pins(w) == 0 ? &s->lat_spec : &s->lat_demand,
                   smoe__now_ns() - t0);
     smoe__slot_publish(s, v, err);
 }
@@ -198,21 +201,26 @@ static void run_request(smoe__worker *wk, smoe__req rq)
             break;
     }
     const smoe__vault_entry *e = &s->vault.index[smoe__w_key(w)];
-    /* acquire: pairs with the release store arming the load */
+    /* acquire: pairs with the release store arming the load (and, through
+     * the CASes of other workers, with each later value) */
     uint64_t c = atomic_load_explicit(&s->ring.chunk_next[rq.slot], memory_order_acquire);
-    uint32_t chunk, n;
+    uint32_t chunk;
     do {
-        /* relaxed: armed before chunk_next, which we acquired */
-        chunk = atomic_load_explicit(&s->ring.chunk_size[rq.slot], memory_order_relaxed);
-        n = chunk ? smoe__chunks(e->padded, chunk) : 0;
-        if ((c >> 32) != rq.gen || (uint32_t)c >= n)
-            return; /* every chunk of this load is taken */
+        /* The chunk size is the arming's, from the value itself: a CAS
+         * that succeeds from c takes chunk index(c) of exactly that arming
+         * (a token of an earlier arming of this gen, stalled here, finds a
+         * value it never saw and looks again). */
+        chunk = (c & SMOE__CN_SPEC_CHUNK) ? s->spec_chunk : s->chunk;
+        if (smoe__cn_gen(c) != rq.gen || smoe__cn_index(c) >= smoe__chunks(e->padded, chunk))
+            return; /* not armed yet, or every chunk of this arming is taken */
+        smoe__hook(s, SMOE__HOOK_CHUNK_CAS, rq.slot, c, chunk);
         /* acquire: as the load above */
     } while (!atomic_compare_exchange_weak_explicit(&s->ring.chunk_next[rq.slot], &c, c + 1,
                                                     memory_order_acquire,
                                                     memory_order_acquire));
-    const uint64_t off = (uint64_t)(uint32_t)c * chunk;
+    const uint64_t off = (uint64_t)smoe__cn_index(c) * chunk;
     const uint64_t len = e->padded - off < chunk ? e->padded - off : chunk;
+    smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
     uint64_t got = 0;
     /* the chunk's part of the load: one read of a packed vault, the
@@ -239,8 +247,16 @@ static void run_request(smoe__worker *wk, smoe__req rq)
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)
 {
-    /* Demand first, always; speculation only when demand is empty. */
-    return smoe__mpmc_pop(&s->demand_q, rq) || smoe__mpmc_pop(&s->spec_q, rq);
+    /* Demand first, always; speculation only when demand is empty. The
+     * token's room goes back once it is off the queue. */
+    smoe__mpmc *q = &s->demand_q;
+    if (!smoe__mpmc_pop(q, rq)) {
+        q = &s->spec_q;
+        if (!smoe__mpmc_pop(q, rq))
+            return 0;
+    }
+    smoe__mpmc_unreserve(q, 1);
+    return 1;
 }
 
 static void set_thread_name(uint32_t id)
@@ -265,6 +281,7 @@ static void *worker_main(void *arg)
     while (!atomic_load(&s->stop)) {
         if (pop_request(s, &rq)) {
             run_request(wk, rq);
+            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
             continue;
         }
         atomic_fetch_add(&s->idle, 1);
@@ -272,6 +289,7 @@ static void *worker_main(void *arg)
         if (pop_request(s, &rq)) {
             atomic_fetch_sub(&s->idle, 1);
             run_request(wk, rq);
+            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
             continue;
         }
         if (!atomic_load(&s->stop)) {

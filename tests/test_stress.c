@@ -57,6 +57,9 @@
 #define LAYERS 4
 #define EXPERTS 24
 #define MAX_HELD 4
+/* Demand prefetches a thread has made and not claimed yet: each one pins
+ * its expert until a claim honours it, so a thread claims them first. */
+#define MAX_OWED 2
 
 static int g_threads = 8;
 static double g_seconds = 3.0;
@@ -162,8 +165,10 @@ static void *stress_thread(void *p)
     struct targ *a = p;
     struct shared *sh = a->sh;
     smoe_stream *s = sh->s;
-    smoe_blob held[MAX_HELD];
+    smoe_blob held[MAX_HELD]; /* claimed in place: release takes no copy */
     int nheld = 0;
+    uint32_t owed[MAX_OWED];
+    int nowed = 0;
     uint64_t ops = 0;
     pthread_barrier_wait(&sh->start);
     while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
@@ -174,9 +179,14 @@ static void *stress_thread(void *p)
         switch (r % 8) {
         case 0:
         case 1: {
-            int x = smoe_prefetch(s, l, e, (r >> 8) & 1 ? SMOE_PREFETCH_SPECULATIVE : 0);
+            int spec = (r >> 8) & 1;
+            if (!spec && nowed == MAX_OWED)
+                break;
+            int x = smoe_prefetch(s, l, e, spec ? SMOE_PREFETCH_SPECULATIVE : 0);
             if (x < 0 && x != SMOE_EFULL)
                 unexpected(sh, "prefetch", x);
+            if (x >= 0 && !spec)
+                owed[nowed++] = key;
             break;
         }
         case 2:
@@ -184,19 +194,27 @@ static void *stress_thread(void *p)
         case 4: {
             if (nheld == MAX_HELD)
                 break;
-            smoe_blob b;
-            int x = (r >> 8) & 1 ? smoe_claim(s, l, e, &b)
-                                 : smoe_claim_wait(s, l, e, bound_ns(), &b);
-            if (x >= 0 && !b.held) {
+            int wait = !((r >> 8) & 1);
+            if (nowed > 0) { /* honour a demand prefetch of ours first */
+                key = owed[0];
+                l = key / sh->experts, e = key % sh->experts;
+                memmove(owed, owed + 1, --nowed * sizeof *owed);
+                wait = 1;
+            }
+            smoe_blob *b = &held[nheld];
+            int x = wait ? smoe_claim_wait(s, l, e, bound_ns(), b) : smoe_claim(s, l, e, b);
+            if (x >= 0 && !b->held) {
                 unexpected(sh, "claim (success without a reference)", x);
             } else if (x >= 0) {
                 atomic_fetch_add(&sh->claims, 1);
-                if (!hash_ok(s, &b))
+                if (!hash_ok(s, b))
                     atomic_fetch_add(&sh->bad_hash, 1);
-                held[nheld++] = b;
+                nheld++;
             } else if (read_error(x) && sh->allow_errors) {
                 atomic_fetch_add(&sh->read_errors, 1);
-                smoe_prefetch(s, l, e, 0); /* retry the read */
+                /* retry the read; its pin is ours to honour */
+                if (nowed < MAX_OWED && smoe_prefetch(s, l, e, 0) >= 0)
+                    owed[nowed++] = key;
             } else if (x != SMOE_EAGAIN && x != SMOE_ENOTRESIDENT && x != SMOE_EFULL) {
                 unexpected(sh, "claim", x); /* ETIMEDOUT included: a hang */
             }
@@ -220,6 +238,18 @@ static void *stress_thread(void *p)
     }
     while (nheld > 0)
         release_checked(sh, &held[--nheld]);
+    /* Honour the demand prefetches still owed (a failed read's error
+     * honours one too). */
+    for (int i = 0; i < nowed; i++) {
+        int x = smoe_claim_wait(s, owed[i] / sh->experts, owed[i] % sh->experts, bound_ns(),
+                                &held[0]);
+        if (x >= 0) {
+            atomic_fetch_add(&sh->claims, 1);
+            release_checked(sh, &held[0]);
+        } else if (!(read_error(x) && sh->allow_errors)) {
+            unexpected(sh, "claim of an owed prefetch", x);
+        }
+    }
     atomic_fetch_add(&sh->ops, ops);
     return NULL;
 }

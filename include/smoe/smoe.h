@@ -346,7 +346,8 @@ typedef enum smoe_prefetch_flag {
 } smoe_prefetch_flag;
 
 /*
- * Ask for an expert. Never blocks, never reads.
+ * Ask for an expert. Never blocks (it never waits for a worker, for room
+ * in a queue or for another thread), never reads.
  * @return SMOE_QUEUED: a read was queued (a slot was reserved, evicting the
  *           least recently used idle slot if no slot was empty);
  *         SMOE_RESIDENT: already READY or retained; its LRU tick is
@@ -354,19 +355,34 @@ typedef enum smoe_prefetch_flag {
  *         SMOE_INFLIGHT: already loading; a demand request for a queued
  *           speculative read upgrades it to demand priority;
  *         SMOE_SKIPPED: speculative only: dropped because speculation is at
- *           its cap or no slot is evictable (counted in stats);
+ *           its cap, no slot is evictable, or the read queue has no room
+ *           (counted in stats); nothing was changed;
  *         SMOE_EFULL: demand only: every slot is referenced, loading or
- *           awaiting its demand claim; nothing was changed;
+ *           awaiting its demand claims, or the demand read queue has no
+ *           room; nothing was changed;
+ *         SMOE_EREFS: demand only: the expert already has 127 demand
+ *           prefetches awaiting their claims; nothing was changed;
  *         SMOE_ENOENT: no such (layer, expert); SMOE_ESHUTDOWN.
- * A demand-prefetched expert is pinned (never evicted) until it is claimed.
+ * Pins: each successful demand prefetch pins the expert, and each claim
+ * of it (smoe_claim, smoe_claim_wait) that takes a reference or reports its
+ * failed read removes one pin, if it has any. An expert with pins is never
+ * evicted: every demand prefetch is honoured by one claim, also when
+ * several threads prefetch the same expert. A prefetch that is never
+ * claimed keeps its expert pinned (a ring full of such experts returns
+ * SMOE_EFULL).
  * Thread safety: any number of threads at once; lock-free; no allocation.
  */
 SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert,
                            unsigned flags);                     /* since 1.0 */
 
 /*
- * A claimed blob. Filled by smoe_claim(); pass the same struct to
- * smoe_release(). The data stays valid and unchanged until released.
+ * A claimed blob. Filled by smoe_claim(); pass the same struct, at the same
+ * address, to smoe_release() on the same stream. The data stays valid and
+ * unchanged until released. The descriptor records the stream and its own
+ * address: smoe_release() refuses (SMOE_EINVAL) a descriptor claimed on
+ * another stream, and a copy of a descriptor or one moved to another
+ * address, so that no copy can drop another holder's reference. Copy the
+ * fields you need, not the descriptor.
  */
 typedef struct smoe_blob {
     const void *data;     /* 16 KiB-aligned start of the payload (of the slot) */
@@ -380,7 +396,7 @@ typedef struct smoe_blob {
     uint32_t slot;        /* internal: slot index */
     uint32_t gen;         /* internal: slot generation */
     uint32_t held;        /* internal: nonzero while this descriptor holds a reference */
-    uint64_t reserved_[2];
+    uint64_t reserved_[2]; /* internal: the claiming stream, the descriptor's address */
 } smoe_blob;
 
 /*
@@ -394,7 +410,9 @@ typedef struct smoe_blob {
 SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* since 1.0 */
 
 /*
- * Non-blocking claim (never issues I/O).
+ * Non-blocking claim (never issues I/O). A claim that takes a reference, or
+ * reports a failed read, honours one demand prefetch of the expert: it
+ * removes one pin, if the expert has any (see smoe_prefetch).
  * @return SMOE_READY or SMOE_HIT: exactly one reference taken, *blob filled;
  *         SMOE_EAGAIN: still loading; SMOE_ENOTRESIDENT: nobody prefetched
  *         it (or it was evicted); SMOE_EIO, SMOE_ECHECKSUM, SMOE_ETRUNC: its
@@ -411,11 +429,16 @@ SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
                         smoe_blob *blob);                       /* since 1.0 */
 
 /*
- * Claim, waiting up to timeout_ns (UINT64_MAX: no limit). Issues a demand
- * prefetch first when the expert is neither resident nor in flight. Spins
- * briefly, then parks on the slot's word (futex / ulock) until a worker
- * publishes it. @return as smoe_claim(), plus SMOE_ETIMEDOUT and
- * SMOE_EFULL (the demand prefetch found no room).
+ * Claim, waiting up to timeout_ns (UINT64_MAX: no limit), counted from the
+ * first attempt that fails. Issues a demand prefetch first when the expert
+ * is neither resident nor in flight, or is a speculative read nobody has
+ * demand-prefetched (it then waits for that read at demand priority); the
+ * claim that ends the call honours that prefetch, so a call that succeeds
+ * leaves no pin of its own. (A call that fails after its prefetch, e.g. on
+ * its timeout, leaves that one pin: the next claim of the expert removes
+ * it.) Spins briefly, then parks on the slot's word (futex / ulock) until a
+ * worker publishes it. @return as smoe_claim(), plus SMOE_ETIMEDOUT,
+ * SMOE_EFULL (the demand prefetch found no room) and SMOE_EREFS.
  */
 SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
                              uint64_t timeout_ns, smoe_blob *blob); /* since 1.0 */
@@ -423,7 +446,9 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
 /*
  * Drop the reference *blob holds. The slot keeps its data and identity
  * (retained) until the LRU evicts it. @return 0; SMOE_EINVAL when *blob
- * holds no reference (released already, or never claimed).
+ * holds no reference (released already, or never claimed), was claimed on
+ * another stream, or is not the descriptor the claim filled (a copy, or
+ * moved to another address); nothing is released then.
  * Thread safety: any thread, but not concurrently on the same descriptor.
  */
 SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob);     /* since 1.0 */

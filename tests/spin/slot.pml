@@ -4,19 +4,22 @@
  * explains the model, the properties and how to run it.
  *
  * Shared state, and where it is in the C code:
- *   word[v]   the packed slot word (src/slot.h): state, DEMAND, STARTED,
- *             WAITERS, SPEC, refs, key, gen.
+ *   word[v]   the packed slot word (src/slot.h): state, STARTED, WAITERS,
+ *             SPEC, pins, refs, key, gen.
  *   map[k]    the residency map entry (src/slot.h): NONE, PENDING, or
  *             (slot, gen).
  *   err[v], cnext[v], cleft[v]
- *             ring.err, ring.chunk_next (gen tag, next chunk to hand out)
- *             and ring.chunk_left (chunks not landed) of the load in
- *             progress (src/internal.h, src/worker.c).
+ *             ring.err, ring.chunk_next (the arming: gen and attempt; its
+ *             chunk size; the next chunk to hand out) and ring.chunk_left
+ *             (chunks not landed) of the load in progress (src/internal.h,
+ *             src/slot.h, src/worker.c).
  *   dq, sq    the demand and speculative queues (src/mpmc.h): FIFO
  *             channels of chunk tokens (slot, gen).
- *   data[v*NCH+c]
- *             what chunk c of slot v holds: DATA(key, gen) once that
- *             load's read of the chunk succeeded, TORN after a failed one.
+ *   droom, sroom
+ *             (ROOM) the room reserved in each queue (src/mpmc.h).
+ *   data[v*NU+u]
+ *             what unit u of slot v holds: DATA(key, gen) once that load's
+ *             read of it succeeded, TORN after a failed one.
  *   stop, work_seq, idle, spec_inflight: the stream's fields of those names.
  *
  * Processes: host (a thread calling smoe_prefetch, smoe_claim_wait,
@@ -30,14 +33,16 @@
  * next shared access. Each step is commented with the C function it
  * models. A C CAS loop whose every iteration reloads the word and decides
  * again from it, with no other effect between iterations (claim_once,
- * found, release, run_request's STARTED and chunk CASes, the STARTED clear
- * of smoe__load_start, smoe_cancel, smoe__slot_publish), is one atomic
+ * found, release, run_request's STARTED CAS, the STARTED clear of
+ * smoe__load_start, smoe_cancel, smoe__slot_publish), is one atomic
  * read-modify-write step: the loop ends with the CAS that succeeds (or a
  * decision on a value loaded), and that is the step. A CAS from a word
  * seen earlier (the victim CAS of load_new, the WAITERS CAS of
- * park_on_slot, the map CASes) stays a CAS from that older value. Where
- * two operations of one thread are merged into one step, the comment of
- * the step says why no other thread can tell.
+ * park_on_slot, the map CASes) stays a CAS from that older value; so does
+ * run_request's chunk CAS, whose chunk size comes from the value loaded
+ * (with two workers, or OLD_CHUNK_REARM, the load and the CAS are steps of
+ * their own). Where two operations of one thread are merged into one step,
+ * the comment of the step says why no other thread can tell.
  *
  * Futexes: a parked thread sleeps until a wake on its address clears its
  * csleep / wsleep entry; the wait compares the word with the value it
@@ -50,7 +55,8 @@
  * empty_hint (the scan starts at slot 0), statistics and t_queued,
  * verification of the blob's checksum (a chunk's read fails instead),
  * pre-warm (SMOE__W_PREWARM, smoe__evict_pick_prewarm), the claim_wait
- * timeout, SMOE_EREFS, a full request queue (asserted never to happen),
+ * timeout, SMOE_EREFS (pins stop at 3: asserted never reached), queue room
+ * outside the ROOM configuration (their queues never fill: asserted),
  * which error code a failed read reports (err is 0 or "an error"), and
  * memory orders (spin explores sequentially consistent interleavings).
  * Busy-waits that only re-read until something changes (PENDING) are
@@ -63,6 +69,8 @@
  *                         step by step; without it an idle worker waits
  *                         for a token or stop.
  *   BACKSTOP              add park_on_slot's 100 ms backstop.
+ *   ROOM                  model the queues' room reservations (set by the
+ *                         configurations that limit the room, cfg16).
  * Known-bad variants, each of which spin must reject:
  *   BAD_FAIL_RECYCLE      a failed read gives its slot back as EMPTY instead
  *                         of publishing FAILED: a claim_wait asks for the
@@ -92,32 +100,51 @@
  *                         claimer parked on a speculative read sleeps
  *                         through its cancellation (invalid end state).
  *   PIN_FAILED            a claim that reports a FAILED slot's error leaves
- *                         DEMAND on it: the slot stays pinned and a load of
+ *                         its pin on it: the slot stays pinned and a load of
  *                         another expert finds no room (assertion).
  *   FAILED_ERR_ONCE       a claim that sees FAILED returns the error it
  *                         then reads, also 0 when a retry re-armed the slot
  *                         in between: success without a reference
  *                         (assertion).
- *   UNPIN_BEFORE_ERR      a claim that sees a FAILED demand read clears
- *                         DEMAND before it reads the error: an evictor takes
+ *   UNPIN_BEFORE_ERR      a claim that sees a FAILED demand read removes
+ *                         its pin before it reads the error: an evictor takes
  *                         the unpinned slot in between and re-arms it for
  *                         another expert (err 0), the claim looks again,
  *                         finds its expert gone and asks for it again; two
  *                         claim_waits whose reads keep failing do that to
  *                         each other for ever (non-progress cycle). The
- *                         model reads the error first, while DEMAND still
- *                         pins the slot, and then unpins it by a CAS from
+ *                         model reads the error first, while the pin still
+ *                         holds the slot, and then removes it by a CAS from
  *                         the word it read the error under.
+ *   OLD_CHUNK_REARM       (issue 14, item 1) chunk_next holds the gen and
+ *                         the index only and the chunk size is a field of
+ *                         its own: a worker stalled between its load of
+ *                         chunk_next (and of the size) and its CAS, while
+ *                         the load fails and a retry re-arms it under the
+ *                         same gen in another chunk size, takes a chunk of
+ *                         the new arming in the old size and publishes the
+ *                         load while its read is in flight (assertion).
+ *   OLD_DEMAND_BIT        (issue 14, item 3) one DEMAND bit instead of a pin
+ *                         count: two demand prefetches share one pin, the
+ *                         first claim ends it, and the slot is evicted
+ *                         before the second prefetch's claim (assertion).
+ *   OLD_QUEUE_WAIT        (issue 14, item 2) no room reservations: a
+ *                         speculative read's tokens are pushed into a
+ *                         queue that a cancelled read's tokens fill (the C
+ *                         code waited there for a worker; assertion).
  */
 
 #ifndef CFG
 #define CFG 1
 #endif
 
-/* chunks per blob (smoe__chunks): every expert of the model has NCH */
-#ifndef NCH
-#define NCH 2
-#endif
+/*
+ * Blobs and chunks: every blob is NU units; demand loads (and retries) are
+ * read in chunks of CH_D units, speculative ones in chunks of CH_S units
+ * (s->chunk and s->spec_chunk), so a blob has NCH_D or NCH_S chunks. The
+ * configurations up to cfg13 have one size (two chunks of one unit each).
+ */
+#define NU 2
 
 /*
  * Configurations: slots, experts, workers, hosts (threads calling the
@@ -214,7 +241,53 @@
 #define NKEYS 3
 #define NWORKERS 1
 #define NHOSTS 3
+#elif CFG == 14
+/* one slot, two experts: two threads each demand-prefetch A and claim it
+ * (one waits, one polls), a third waits for B, which needs A's slot: A
+ * stays pinned until both prefetches are honoured (issue 14, item 3) */
+#define NSLOTS 1
+#define NKEYS 2
+#define NWORKERS 1
+#define NHOSTS 3
+#elif CFG == 15
+/* one slot, one expert, two workers, two chunk sizes: a speculative read
+ * in two chunks, upgraded and then retried by demand prefetches in one
+ * chunk (the re-arming of issue 14, item 1) */
+#define NSLOTS 1
+#define NKEYS 1
+#define NWORKERS 2
+#define NHOSTS 2
+#define CH_D 2
+#define CH_S 1
+#elif CFG == 16
+/* one slot, one expert, queues with room for 2 tokens (demand: 1): a
+ * speculative read, cancelled, asked for again while its tokens are still
+ * queued; a claim_wait whose ask finds no room for an upgrade's tokens
+ * (issue 14, item 2) */
+#define NSLOTS 1
+#define NKEYS 1
+#define NWORKERS 1
+#define NHOSTS 2
+#define CH_D 2
+#define CH_S 1
+#define ROOM
+#define QCAP 2
+#define SROOM 2
+#define DROOM 1
 #endif
+
+/*
+ * Blobs and chunks (continued): the chunk sizes in units, unless the
+ * configuration sets them.
+ */
+#ifndef CH_D
+#define CH_D 1
+#endif
+#ifndef CH_S
+#define CH_S 1
+#endif
+#define NCH_D (NU / CH_D)
+#define NCH_S (NU / CH_S)
 
 #ifndef SHUTDOWN
 #if CFG == 1 || CFG == 7
@@ -226,7 +299,9 @@
 #ifndef SPEC_CAP
 #define SPEC_CAP 1
 #endif
+#ifndef QCAP
 #define QCAP 8
+#endif
 
 /* ---- the slot word (src/slot.h) ---- */
 #define EMPTY    0
@@ -236,25 +311,39 @@
 #define FAILED   4
 
 #define W_STATE_MASK 7
-#define W_DEMAND     8    /* SMOE__W_DEMAND: pinned until claimed */
-#define W_STARTED    16   /* SMOE__W_STARTED: not cancellable (reserved, or a worker took a chunk) */
-#define W_WAITERS    32   /* SMOE__W_WAITERS: a claimer is parked */
-#define W_SPEC       64   /* SMOE__W_SPEC: speculative read */
+#define W_STARTED    8    /* SMOE__W_STARTED: not cancellable (reserved, or a worker took a chunk) */
+#define W_WAITERS    16   /* SMOE__W_WAITERS: a claimer is parked */
+#define W_SPEC       32   /* SMOE__W_SPEC: speculative read */
+#define W_PIN_ONE    64   /* pins: bits 6..7 (SMOE__W_PIN_ONE): demand prefetches awaiting a claim */
+#define W_PIN_MASK   192
 #define W_REF_ONE    256  /* refs: bits 8..11 */
 #define W_KEY_SHIFT  12   /* key: bits 12..15 */
 #define W_GEN_SHIFT  16   /* gen: bits 16.. */
 
 #define ST(w)    ((w) & W_STATE_MASK)
+#define PINS(w)  (((w) >> 6) & 3)
 #define REFS(w)  (((w) >> 8) & 15)
 #define KEY(w)   (((w) >> W_KEY_SHIFT) & 15)
 #define GEN(w)   ((w) >> W_GEN_SHIFT)
+/* A demand prefetch adds a pin, a claim (that takes a reference or reports
+ * a failed read) removes one if there is any. OLD_DEMAND_BIT: one DEMAND
+ * bit that any number of demand prefetches set and the first claim
+ * clears. The model's pins saturate at 3 (asserted never reached; the C
+ * code's limit, SMOE_EREFS, is not modelled). */
+#ifdef OLD_DEMAND_BIT
+#define PIN_ADD(w)  ((w) | W_PIN_ONE)
+#define PIN_DROP(w) ((w) & ~W_PIN_MASK)
+#else
+#define PIN_ADD(w)  ((w) + W_PIN_ONE)
+#define PIN_DROP(w) (PINS(w) != 0 -> (w) - W_PIN_ONE : (w))
+#endif
 /* What a futex on the word compares: the C code parks on its low 32 bits
- * (state, flags, refs, the key's low bits); the gen is above them. */
+ * (state, flags, pins, refs, the key's low bits); the gen is above them. */
 #define LOW(w)   ((w) & 65535)
 /* A queued speculative read nobody has begun: what smoe_cancel and a
  * demand evictor may cancel (evict.c victim_class, prefetch.c smoe_cancel). */
 #define CANCELLABLE(w) \
-    (ST(w) == LOADING && ((w) & (W_STARTED | W_DEMAND)) == 0 && ((w) & W_SPEC) != 0)
+    (ST(w) == LOADING && ((w) & W_STARTED) == 0 && PINS(w) == 0 && ((w) & W_SPEC) != 0)
 /* smoe__w_new_load: LOADING, flags, no refs, the new key, gen + 1. The C
  * gen wraps at 2^20, this one at GEN_MOD; the configurations load far
  * fewer times than that (asserted where a gen is bumped), except the
@@ -283,15 +372,28 @@
 #define MAP_SLOT(m)    (((m) & 255) - 2)
 #define MAP_GEN(m)     ((m) >> 8)
 
-/* ---- chunk_next (worker.c): gen << 32 | next chunk, here gen << 3 | chunk ---- */
+/*
+ * ---- chunk_next (src/slot.h): gen, attempt, SPEC_CHUNK, next chunk; here
+ * gen << 6 | attempt << 3 | spec_chunk << 2 | chunk ----
+ * OLD_CHUNK_REARM: the earlier protocol, gen << 6 | chunk only (attempt and
+ * size bit 0), with the chunk size in a field of its own (csize, the C
+ * ring.chunk_size) that the arming stores before chunk_next and a worker
+ * reads between its load of chunk_next and its CAS.
+ */
+#define CN_MAKE(g, a, f) (((g) << 6) | (((a) & 7) << 3) | ((f) << 2))
+#define CN_IDX(c)   ((c) & 3)
+#define CN_FLAG(c)  (((c) >> 2) & 1)
+#define CN_ATT(c)   (((c) >> 3) & 7)
+#define CN_GEN(c)   ((c) >> 6)
+#define CN_TAG(c)   ((c) >> 3)          /* the arming: gen and attempt */
 #ifdef BAD_UNTAGGED_CHUNKS
-#define CN_MAKE(g, i) (i)
 #define CN_TAG_OK(c, g) true
 #else
-#define CN_MAKE(g, i) (((g) << 3) | (i))
-#define CN_TAG_OK(c, g) (((c) >> 3) == (g))
+#define CN_TAG_OK(c, g) (CN_GEN(c) == (g))
 #endif
-#define CN_IDX(c) ((c) & 7)
+/* chunks of a load armed with the demand (f 0) or the speculative size */
+#define NCH_OF(f)   ((f) -> NCH_S : NCH_D)
+#define CH_OF(f)    ((f) -> CH_S : CH_D)
 
 /* ---- the slots' bytes ---- */
 #define TORN (-1)
@@ -300,7 +402,7 @@
 /* ---- victim classes (src/evict.c victim_class); NEVER: not a victim ---- */
 #define NEVER 9
 #define VCLASS(w, dem) \
-    ((REFS(w) != 0 || ((w) & W_DEMAND) != 0) -> NEVER : \
+    ((REFS(w) != 0 || PINS(w) != 0) -> NEVER : \
      (ST(w) == FAILED -> 0 : \
       (ST(w) == CONSUMED -> 1 : \
        (ST(w) == READY -> (((w) & W_SPEC) != 0 -> 2 : NEVER) : \
@@ -337,9 +439,12 @@
 int word[NSLOTS];          /* ring.word */
 int map[NKEYS];            /* s->map */
 bit err[NSLOTS];           /* ring.err: 0, or a chunk's error */
-byte cnext[NSLOTS];        /* ring.chunk_next */
+short cnext[NSLOTS];       /* ring.chunk_next (CN_MAKE) */
+#ifdef OLD_CHUNK_REARM
+byte csize[NSLOTS];        /* ring.chunk_size of the earlier protocol: units per chunk */
+#endif
 byte cleft[NSLOTS];        /* ring.chunk_left */
-short data[NSLOTS * NCH];  /* the slots' bytes, chunk by chunk */
+short data[NSLOTS * NU];   /* the slots' bytes, unit by unit */
 bool stop;                 /* s->stop */
 byte spec_inflight;        /* s->spec_inflight */
 byte work_seq;             /* s->work_seq */
@@ -349,9 +454,13 @@ byte csleep[NHOSTS];       /* host i is parked on slot csleep[i] - 1 (0: awake) 
 /* ghosts */
 byte held[NSLOTS];         /* references the hosts hold */
 bool frep[NSLOTS];         /* a claim has taken on this FAILED slot's error */
-byte armg[NSLOTS];         /* the gen of the load last armed in the slot */
-bit rd[NSLOTS * NCH];      /* chunk c of the armed load has been read */
+byte armt[NSLOTS];         /* the arming last made in the slot: CN_TAG (gen, attempt) */
+bit rd[NSLOTS * NU];       /* unit u of the armed load has been read */
 byte taken[NSLOTS];        /* chunks of the armed load handed out */
+byte owe[NKEYS];           /* demand prefetches (and asks) of k not yet honoured by a claim */
+#ifdef ROOM
+byte droom, sroom;         /* queue room reserved (demand_q.reserved, spec_q.reserved) */
+#endif
 chan dq = [QCAP] of { byte, byte };   /* s->demand_q: (slot, gen) */
 chan sq = [QCAP] of { byte, byte };   /* s->spec_q */
 hidden byte ci, cj;        /* loop counters inside d_steps only */
@@ -372,11 +481,11 @@ inline check_slots()
         assert(REFS(word[ci]) == held[ci]);
         assert((word[ci] & W_WAITERS) == 0 || ST(word[ci]) == LOADING);
         assert((word[ci] & W_STARTED) == 0 || ST(word[ci]) == LOADING);
-        assert(ST(word[ci]) != READY || (word[ci] & (W_SPEC | W_DEMAND)) != 0);
-        assert(ST(word[ci]) != LOADING || (word[ci] & (W_SPEC | W_DEMAND)) != 0);
+        assert(ST(word[ci]) != READY || (word[ci] & W_SPEC) != 0 || PINS(word[ci]) != 0);
+        assert(ST(word[ci]) != LOADING || (word[ci] & W_SPEC) != 0 || PINS(word[ci]) != 0);
         assert(REFS(word[ci]) == 0 || ST(word[ci]) == CONSUMED);
         assert(ST(word[ci]) <= FAILED);
-        assert(!CANCELLABLE(word[ci]) || armg[ci] != GEN(word[ci]) || taken[ci] == 0);
+        assert(!CANCELLABLE(word[ci]) || (armt[ci] >> 3) != GEN(word[ci]) || taken[ci] == 0);
         cj = ci + 1;
         do
         :: cj < NSLOTS ->
@@ -390,6 +499,29 @@ inline check_slots()
     od;
     ci = 0;
     cj = 0
+}
+
+/*
+ * smoe_prefetch's contract, in the terms of the API: each demand prefetch
+ * of K (or claim_wait's own) that succeeds owes K a claim, and each claim
+ * of K that takes a reference or reports a failed read pays one debt, if
+ * there is any. A slot holding K is taken from it (evicted, or cancelled)
+ * only when nothing is owed.
+ */
+inline owe_claim(K)
+{
+    owe[K]++
+}
+inline pay_claim(K)
+{
+    if
+    :: owe[K] > 0 -> owe[K]--
+    :: else -> skip
+    fi
+}
+inline check_honoured(K)
+{
+    assert(owe[K] == 0)
 }
 
 /* internal.h smoe__spec_put: give a speculation budget unit back. */
@@ -448,8 +580,10 @@ inline wake_slot(V)
 #define PF_UPPUT   22   /* found(): an upgrade gives the unit back */
 #define PF_STALE   23   /* smoe__prefetch_key: clear a stale entry */
 #define PF_EVWAKE  24   /* evicted(): wake the old word's waiters */
+#define PF_ROOM    27   /* load_new: smoe__mpmc_reserve (ROOM) */
 #define AR_ARM     25   /* smoe__load_start: err, chunk_left, chunk_next */
 #define AR_CLR     26   /* smoe__load_start: CAS loop clearing STARTED */
+#define AR_NEXT    28   /* (OLD_CHUNK_REARM) smoe__load_start: store chunk_next */
 #define Q_PUSH     30   /* smoe__load_tokens: smoe__mpmc_push, one token */
 #define Q_SEQ      31   /* smoe__workers_notify: work_seq++ */
 #define Q_IDLE     32   /* ... load idle */
@@ -464,7 +598,7 @@ inline wake_slot(V)
 #define CW_SLEEP   48   /* ... asleep until woken */
 #define CO_INC     49   /* (BAD_TWO_STEP_CLAIM) the separate increment */
 #define CO_ERR     51   /* claim_once: FAILED: load err */
-#define CO_UNPIN   54   /* claim_once: FAILED: CAS DEMAND off */
+#define CO_UNPIN   54   /* claim_once: FAILED: CAS a pin off */
 #define CW_STOPCLR 52   /* park_on_slot saw stop: clear WAITERS */
 #define CW_STOPWAKE 53  /* ... and wake the slot */
 #define RL_REL     50   /* the caller reads the blob, smoe_release */
@@ -545,7 +679,7 @@ inline co_return()
         if
         :: cr != C_EAGAIN && cr != C_ENOTRES -> claim_done()
         :: cr == C_ENOTRES ||
-           (cr == C_EAGAIN && ASK_AGAIN && cws != NOSLOT && (cww & W_DEMAND) == 0) ->
+           (cr == C_EAGAIN && ASK_AGAIN && cws != NOSLOT && PINS(cww) == 0) ->
 #ifdef OLD_ASK_ONCE
             casked = 1;
 #endif
@@ -615,22 +749,41 @@ inline pick_start()
     ei = 0; eclass = 4; ebest = NOSLOT; ebw = 0; ew = 0; efailed = 0
 }
 
-/* smoe__load_start(V, G, DEM): arm the load, then queue NCH tokens on the
- * demand queue if DEM, else on the speculative one. Only the result pr is
- * still needed after that. */
+/* smoe__load_start(V, G, DEM): arm the load, then queue its tokens (one
+ * per chunk: NCH_D, or NCH_S for a speculative load) on the demand queue
+ * if DEM, else on the speculative one. Only the result pr is still needed
+ * after that. */
 inline load_start(DEM, V, G)
 {
-    qdem = DEM; qv = V; qg = G; qn = NCH; pc = AR_ARM;
+    qdem = DEM; qv = V; qg = G; qn = (DEM -> NCH_D : NCH_S); pc = AR_ARM;
     pme = 0; pv = 0; pg = 0; pw = 0; pnw = 0; ew = 0; ei = 0; eclass = 0; ebest = 0; ebw = 0;
     efailed = 0
 }
 
-/* smoe__load_tokens(V, G, NCH, 1): NCH more demand tokens (an upgrade). */
+/* smoe__load_tokens(V, G, NCH_S, 1): more demand tokens (an upgrade of a
+ * load armed in speculative chunks). */
 inline load_tokens(V, G)
 {
-    qdem = 1; qv = V; qg = G; qn = NCH; pc = Q_PUSH;
+    qdem = 1; qv = V; qg = G; qn = NCH_S; pc = Q_PUSH;
     pme = 0; pv = 0; pg = 0; pw = 0; pnw = 0
 }
+
+/*
+ * Queue room (ROOM): the C code reserves room for a load's tokens before it
+ * takes a slot (load_new), a retry's before its CAS (found), an upgrade's
+ * after it (found), and a worker gives one token's back after its pop.
+ * Configurations without ROOM never run out of room (their queues never
+ * hold more than QCAP tokens: asserted at every push), so the counters
+ * are left out there. A reservation, and the room a worker gives back, is
+ * merged into the step next to it: a thread may see less room for a moment
+ * in the C code than here, and be refused where the model is not; a
+ * refusal is a return that changes nothing, which the ROOM configurations
+ * check. OLD_QUEUE_WAIT: the earlier protocol, no reservations (a push
+ * waited for room: the assertion at the push).
+ */
+#if defined(ROOM) && !defined(OLD_QUEUE_WAIT)
+#define RESERVE 1
+#endif
 
 /*
  * A host thread makes nops calls. Call i (from 0) is any of the calls in
@@ -712,7 +865,7 @@ progress_call:                              /* a call returned */
             pick_start();
             if
             :: pspec -> pc = PF_BUDGET
-            :: else -> pc = PF_PICK
+            :: else -> pc = PF_ROOM
             fi
         :: else -> pc = PF_MAP
         fi
@@ -720,9 +873,22 @@ progress_call:                              /* a call returned */
     :: d_step {                             /* load_new: spec_budget_take (CAS loop) */
         pc == PF_BUDGET ->
         if
-        :: spec_inflight < SPEC_CAP -> spec_inflight++; pc = PF_PICK
+        :: spec_inflight < SPEC_CAP -> spec_inflight++; pc = PF_ROOM
         :: else -> pr = P_SKIPPED; pc = PF_UNPEND
         fi
+       }
+    :: d_step {                             /* load_new: smoe__mpmc_reserve of the load's tokens */
+        pc == PF_ROOM ->
+#ifdef RESERVE
+        if
+        :: pspec && sroom + NCH_S <= SROOM -> sroom = sroom + NCH_S; pc = PF_PICK
+        :: !pspec && droom + NCH_D <= DROOM -> droom = droom + NCH_D; pc = PF_PICK
+        :: pspec && sroom + NCH_S > SROOM -> pr = P_SKIPPED; pc = PF_PUTUN   /* before a slot */
+        :: !pspec && droom + NCH_D > DROOM -> pr = P_EFULL; pc = PF_UNPEND
+        fi
+#else
+        pc = PF_PICK
+#endif
        }
     :: atomic {                             /* smoe__evict_pick: acquire load of word[ei] */
         pc == PF_PICK ->
@@ -753,6 +919,12 @@ progress_call:                              /* a call returned */
              * (docs/decisions.md): once a claim has reported its error,
              * a FAILED slot may not keep a load from finding room */
             assert(!efailed);
+#ifdef RESERVE
+            if                              /* smoe__mpmc_unreserve */
+            :: pspec -> sroom = sroom - NCH_S
+            :: else -> droom = droom - NCH_D
+            fi;
+#endif
             if
             :: pspec -> pr = P_SKIPPED; pc = PF_PUTUN
             :: else -> pr = P_EFULL; pc = PF_UNPEND
@@ -766,11 +938,19 @@ progress_call:                              /* a call returned */
 #ifndef GEN_WRAPS
         assert(GEN(pw) + 1 < GEN_MOD);
 #endif
-        pnw = NEW_LOAD(pw, k, W_RESERVED | (pspec -> W_SPEC : W_DEMAND));
+        pnw = NEW_LOAD(pw, k, W_RESERVED | (pspec -> W_SPEC : W_PIN_ONE));
         if
         :: word[pv] == pw ->
             word[pv] = pnw;
             frep[pv] = 0;
+            if
+            :: ST(pw) != EMPTY -> check_honoured(KEY(pw))
+            :: else -> skip
+            fi;
+            if
+            :: !pspec -> owe_claim(k)
+            :: else -> skip
+            fi;
             check_slots();
             ei = 0; eclass = 0; ebest = 0; ebw = 0; efailed = 0;
             if
@@ -812,21 +992,27 @@ progress_call:                              /* a call returned */
         if
         :: KEY(pw) != k || GEN(pw) != pg || ST(pw) == EMPTY ->
             pc = PF_STALE                   /* -1: the slot went to another key */
+#ifdef RESERVE
+        :: KEY(pw) == k && GEN(pw) == pg && ST(pw) == FAILED && !pspec &&
+           droom + NCH_D > DROOM ->         /* a retry with no room: SMOE_EFULL */
+            pr = P_EFULL; pf_return()
+#endif
         :: else ->
             pnw = pw;
             if
             :: ST(pw) == READY || ST(pw) == CONSUMED ->
                 if
-                :: !pspec -> pnw = pw | W_DEMAND       /* pinned until claimed */
+                :: !pspec -> assert(PINS(pw) < 3); pnw = PIN_ADD(pw)   /* pinned until claimed */
                 :: else -> skip
                 fi;
                 pr = P_RESIDENT
             :: ST(pw) == LOADING ->
                 if
-                :: !pspec && (pw & W_DEMAND) == 0 ->   /* upgrade a speculative read */
-                    pnw = pw | W_DEMAND;
-                    if
-                    :: (pw & W_STARTED) == 0 -> pnw = pnw & ~W_SPEC
+                :: !pspec ->
+                    assert(PINS(pw) < 3);
+                    pnw = PIN_ADD(pw);
+                    if                      /* the first pin upgrades a speculative read */
+                    :: PINS(pw) == 0 && (pw & W_STARTED) == 0 -> pnw = pnw & ~W_SPEC
                     :: else -> skip
                     fi
                 :: else -> skip
@@ -836,20 +1022,25 @@ progress_call:                              /* a call returned */
                 if
                 :: pspec -> pr = P_SKIPPED             /* only demand retries */
                 :: else ->                             /* retry: same slot, same gen */
-                    pnw = (pw & ~(W_STATE_MASK | W_SPEC | W_STARTED | W_WAITERS)) |
-                          LOADING | W_DEMAND | W_RESERVED;
+                    assert(PINS(pw) < 3);
+#ifdef RESERVE
+                    droom = droom + NCH_D;             /* its room, before the CAS */
+#endif
+                    pnw = PIN_ADD((pw & ~(W_STATE_MASK | W_SPEC | W_STARTED | W_WAITERS)) |
+                                  LOADING | W_RESERVED);
                     pr = P_QUEUED
                 fi
             :: else -> assert(false)
             fi;
             word[pv] = pnw;
             if
-            :: ST(pw) == FAILED && !pspec -> frep[pv] = 0
+            :: !pspec && ST(pw) != FAILED -> owe_claim(k)
+            :: !pspec && ST(pw) == FAILED -> owe_claim(k); frep[pv] = 0
             :: else -> skip
             fi;
             check_slots();
             if
-            :: ST(pw) == LOADING && !pspec && (pw & W_DEMAND) == 0 -> pc = PF_UPPUT
+            :: ST(pw) == LOADING && !pspec && PINS(pw) == 0 -> pc = PF_UPPUT
             :: ST(pw) == FAILED && !pspec -> load_start(1, pv, pg)   /* re-arm */
             :: else -> pf_return()
             fi
@@ -857,8 +1048,19 @@ progress_call:                              /* a call returned */
        }
     :: d_step {
         /* found(): the upgrade's smoe__spec_put; its chunk tokens wait
-         * behind speculative work: queue them again on the demand queue */
-        pc == PF_UPPUT -> spec_put(); load_tokens(pv, pg)
+         * behind speculative work: queue them again on the demand queue,
+         * if there is room (ROOM: reserved here); without room the read
+         * goes on from its speculative tokens */
+        pc == PF_UPPUT ->
+        spec_put();
+#ifdef RESERVE
+        if
+        :: droom + NCH_S <= DROOM -> droom = droom + NCH_S; load_tokens(pv, pg)
+        :: else -> pf_return()
+        fi
+#else
+        load_tokens(pv, pg)
+#endif
        }
     :: d_step {                             /* smoe__prefetch_key: CAS map[k] stale -> NONE */
         pc == PF_STALE ->
@@ -872,21 +1074,31 @@ progress_call:                              /* a call returned */
 
     /* ---- smoe__load_start, smoe__load_tokens, smoe__workers_notify
      * (worker.c) ---- */
+#ifndef OLD_CHUNK_REARM
     :: d_step {
-        /* smoe__load_start: store err = 0, chunk_left = NCH, then the
-         * release store of chunk_next = (gen, 0). Only a worker's acquire
-         * CAS on chunk_next reads the counters in order to take a chunk,
-         * and it sees all three stores together; a claim's read of err
-         * does not care about the order of the other two. */
+        /*
+         * smoe__load_start: load chunk_next (the arming's attempt: one more
+         * than the last arming's if it was of this gen, a retry; else 0),
+         * store err = 0, chunk_left = the load's chunks, then the release
+         * store of chunk_next = (gen, attempt, chunk size, 0). Nobody else
+         * writes chunk_next while the slot is reserved (the last arming's
+         * chunks were all taken before it was published, or none was before
+         * it was cancelled). Only a worker's acquire CAS on chunk_next reads
+         * the counters in order to take a chunk, and it sees all three
+         * stores together; a claim's read of err does not care about the
+         * order of the other two.
+         */
         pc == AR_ARM ->
+        ci = (CN_GEN(cnext[qv]) == qg -> CN_ATT(cnext[qv]) + 1 : 0);
+        assert(ci < 8);                     /* the model's attempts wrap at 8 */
         err[qv] = 0;
-        cleft[qv] = NCH;
-        cnext[qv] = CN_MAKE(qg, 0);
-        armg[qv] = qg;
+        cleft[qv] = (qdem -> NCH_D : NCH_S);
+        cnext[qv] = CN_MAKE(qg, ci, !qdem);
+        armt[qv] = CN_TAG(cnext[qv]);
         taken[qv] = 0;
         ci = 0;
         do
-        :: ci < NCH -> rd[qv * NCH + ci] = 0; ci++
+        :: ci < NU -> rd[qv * NU + ci] = 0; ci++
         :: else -> break
         od;
         ci = 0;
@@ -896,6 +1108,31 @@ progress_call:                              /* a call returned */
         pc = AR_CLR
 #endif
        }
+#else
+    :: d_step {
+        /* OLD_CHUNK_REARM: store err = 0, chunk_size and chunk_left (a
+         * worker may read the size on its own, and count down, between
+         * this and the next step) */
+        pc == AR_ARM ->
+        err[qv] = 0;
+        csize[qv] = (qdem -> CH_D : CH_S);
+        cleft[qv] = (qdem -> NCH_D : NCH_S);
+        pc = AR_NEXT
+       }
+    :: d_step {                             /* OLD_CHUNK_REARM: release store chunk_next = (gen, 0) */
+        pc == AR_NEXT ->
+        cnext[qv] = CN_MAKE(qg, 0, 0);
+        armt[qv] = CN_TAG(cnext[qv]);
+        taken[qv] = 0;
+        ci = 0;
+        do
+        :: ci < NU -> rd[qv * NU + ci] = 0; ci++
+        :: else -> break
+        od;
+        ci = 0;
+        pc = AR_CLR
+       }
+#endif
     :: d_step {
         /* smoe__load_start: armed: CAS loop clearing the STARTED the
          * reservation set, while the word is this LOADING gen with STARTED */
@@ -936,7 +1173,7 @@ progress_call:                              /* a call returned */
         :: else -> pf_return()
         fi
        }
-    :: d_step {                             /* smoe__park_wake(&work_seq, NCH) */
+    :: d_step {                             /* smoe__park_wake(&work_seq, n) */
         pc == Q_WAKE -> wake_workers(); pf_return()
        }
 #endif
@@ -972,12 +1209,13 @@ progress_call:                              /* a call returned */
             :: ST(cw) == LOADING -> cws = cv; cww = cw; cr = C_EAGAIN
             :: ST(cw) == FAILED ->
 #ifdef UNPIN_BEFORE_ERR
-                /* the order of the C code: end the demand pin (CAS DEMAND
+                /* the order of the C code: end the demand pin (CAS a pin
                  * off), then read the error */
                 if
-                :: (cw & W_DEMAND) != 0 ->
-                    word[cv] = cw & ~W_DEMAND;
-                    frep[cv] = 1;
+                :: PINS(cw) != 0 ->
+                    word[cv] = PIN_DROP(cw);
+                    pay_claim(k);
+                    frep[cv] = PINS(word[cv]) == 0;
                     check_slots()
                 :: else -> skip
                 fi;
@@ -987,8 +1225,10 @@ progress_call:                              /* a call returned */
 #ifdef BAD_TWO_STEP_CLAIM
                 cr = C_NONE                 /* known bad: take the reference later */
 #else
-                /* CONSUMED, DEMAND off, refs + 1, in the CAS that checked it */
-                word[cv] = ((cw & ~(W_STATE_MASK | W_DEMAND)) | CONSUMED) + W_REF_ONE;
+                /* CONSUMED, a pin off (if any), refs + 1, in the CAS that
+                 * checked it */
+                word[cv] = PIN_DROP(((cw & ~W_STATE_MASK) | CONSUMED) + W_REF_ONE);
+                pay_claim(k);
                 held[cv]++;
                 cref = 1;
                 check_slots();
@@ -1007,9 +1247,9 @@ progress_call:                              /* a call returned */
         /* claim_once, FAILED (word cw): load err. 0: a prefetch has
          * re-armed the slot for a retry since the word was read: look
          * again (acquire load of the word, the loop above). Else the
-         * error is reported; a demand read's pin ends first, by a CAS
-         * from cw: while DEMAND is set no evictor can take the slot, so
-         * the error read is this load's. */
+         * error is reported; one pin of a demand read ends first, by a
+         * CAS from cw: while pinned no evictor can take the slot, so the
+         * error read is this load's. */
         pc == CO_ERR ->
         if
         :: !err[cv] ->
@@ -1018,19 +1258,20 @@ progress_call:                              /* a call returned */
 #else
             pc = CO_WORD
 #endif
-        :: err[cv] && (cw & W_DEMAND) != 0 ->
+        :: err[cv] && PINS(cw) != 0 ->
 #if defined(UNPIN_BEFORE_ERR)
             cr = C_EFAILED; co_return()     /* unpinned already */
 #elif defined(PIN_FAILED)
             if                              /* old: the pin stays */
-            :: word[cv] == cw -> frep[cv] = 1
+            :: word[cv] == cw -> frep[cv] = PINS(cw) == 1
             :: else -> skip
             fi;
+            pay_claim(k);
             cr = C_EFAILED; co_return()
 #else
             pc = CO_UNPIN
 #endif
-        :: err[cv] && (cw & W_DEMAND) == 0 -> cr = C_EFAILED; co_return()
+        :: err[cv] && PINS(cw) == 0 -> pay_claim(k); cr = C_EFAILED; co_return()
         fi;
         if
         :: pc != CO_UNPIN -> cw = 0
@@ -1038,13 +1279,15 @@ progress_call:                              /* a call returned */
         fi
        }
     :: d_step {
-        /* claim_once, FAILED: CAS cw -> cw without DEMAND, then return the
-         * error; the CAS fails if the word moved: look again */
+        /* claim_once, FAILED: CAS cw -> cw with one pin less, then return
+         * the error; the CAS fails if the word moved: look again. frep:
+         * every pin of the failed load has been honoured. */
         pc == CO_UNPIN ->
         if
         :: word[cv] == cw ->
-            word[cv] = cw & ~W_DEMAND;
-            frep[cv] = 1;
+            word[cv] = PIN_DROP(cw);
+            pay_claim(k);
+            frep[cv] = PINS(word[cv]) == 0;
             check_slots();
             cr = C_EFAILED;
             co_return()
@@ -1055,7 +1298,8 @@ progress_call:                              /* a call returned */
 #ifdef BAD_TWO_STEP_CLAIM
     :: d_step {                             /* known bad: the reference, unconditionally */
         pc == CO_INC ->
-        word[cv] = ((word[cv] & ~(W_STATE_MASK | W_DEMAND)) | CONSUMED) + W_REF_ONE;
+        word[cv] = PIN_DROP(((word[cv] & ~W_STATE_MASK) | CONSUMED) + W_REF_ONE);
+        pay_claim(k);
         held[cv]++;
         cref = 1;
         /* the reference must be on the expert and load that were checked */
@@ -1148,7 +1392,7 @@ progress_call:                              /* a call returned */
         assert(KEY(word[cv]) == k && GEN(word[cv]) == cg);
         ci = 0;
         do
-        :: ci < NCH -> assert(data[cv * NCH + ci] == DATA(k, cg)); ci++
+        :: ci < NU -> assert(data[cv * NU + ci] == DATA(k, cg)); ci++
         :: else -> break
         od;
         ci = 0;
@@ -1176,7 +1420,7 @@ progress_call:                              /* a call returned */
         if
         :: KEY(pw) != k || GEN(pw) != pg || ST(pw) != LOADING ->
             cr = C_ENOTRES; pf_clear(); pc = H_DONE
-        :: (pw & (W_STARTED | W_DEMAND)) != 0 || (pw & W_SPEC) == 0 ->
+        :: (pw & W_STARTED) != 0 || PINS(pw) != 0 || (pw & W_SPEC) == 0 ->
             cr = C_EBUSY; pf_clear(); pc = H_DONE
         :: else ->
             assert(CANCELLABLE(pw));
@@ -1184,6 +1428,7 @@ progress_call:                              /* a call returned */
             assert(pg + 1 < GEN_MOD);
 #endif
             word[pv] = (((pg + 1) % GEN_MOD) << W_GEN_SHIFT) | EMPTY;
+            check_honoured(k);
             frep[pv] = 0;
             check_slots();
             pc = CA_MAPCLR
@@ -1223,21 +1468,32 @@ progress_call:                              /* a call returned */
 #define W_FUTEX  5     /* (WORKER_FUTEX) futex wait on work_seq */
 #define W_SLEEP  6     /* (WORKER_FUTEX) asleep until woken */
 #define W_TAKE   7     /* run_request: check the word, set STARTED */
-#define W_CHUNK  8     /* run_request: CAS chunk_next: take a chunk */
+#define W_CHUNK  8     /* run_request: load chunk_next (one worker: and take a chunk) */
+#define W_CSIZE  14    /* (OLD_CHUNK_REARM) run_request: load chunk_size */
+#define W_CCAS   15    /* run_request: CAS chunk_next: take the chunk */
 #define W_READ   9     /* the chunk's read, the first error, the countdown */
 #define W_PUB    10    /* load_done, smoe__slot_publish: the release CAS */
 #define W_PUT    11    /* smoe__slot_publish: smoe__spec_put */
 #define W_WAKE   12    /* smoe__slot_publish: wake the slot's waiters */
 #define W_EXIT   13
 
-/* pop_request: demand first, then speculative. */
+/* pop_request: demand first, then speculative; the token's room is given
+ * back (ROOM). */
 inline pop_request()
 {
     if
-    :: len(dq) > 0 -> dq?wv,wg; got = 1
+    :: len(dq) > 0 ->
+        dq?wv,wg; got = 1;
+#ifdef RESERVE
+        droom--
+#endif
     :: else ->
         if
-        :: len(sq) > 0 -> sq?wv,wg; got = 1
+        :: len(sq) > 0 ->
+            sq?wv,wg; got = 1;
+#ifdef RESERVE
+            sroom--
+#endif
         :: else -> got = 0
         fi
     fi
@@ -1246,7 +1502,7 @@ inline pop_request()
 /* Forget the token's locals. */
 inline w_clear()
 {
-    ww = 0; wv = 0; wg = 0; wk = 0; wc = 0; wfail = 0; pc = W_TOP
+    ww = 0; wv = 0; wg = 0; wk = 0; wc = 0; wcn = 0; wsz = 0; wfail = 0; pc = W_TOP
 }
 
 /* smoe__slot_publish's release CAS loop: READY (or FAILED), STARTED and
@@ -1255,14 +1511,14 @@ inline publish()
 {
     ww = word[wv];
     /* a load a worker has begun stays its load until published */
-    assert(ST(ww) == LOADING && GEN(ww) == wg && KEY(ww) == wk && armg[wv] == wg);
+    assert(ST(ww) == LOADING && GEN(ww) == wg && KEY(ww) == wk && (armt[wv] >> 3) == wg);
     ci = 0;
     do
-    :: ci < NCH ->
-        /* every chunk of the load was read exactly once ... */
-        assert(rd[wv * NCH + ci]);
-        /* ... and a READY slot holds this key and gen in every chunk */
-        assert(wfail || data[wv * NCH + ci] == DATA(wk, wg));
+    :: ci < NU ->
+        /* every unit of the arming was read exactly once ... */
+        assert(rd[wv * NU + ci]);
+        /* ... and a READY slot holds this key and gen in every unit */
+        assert(wfail || data[wv * NU + ci] == DATA(wk, wg));
         ci++
     :: else -> break
     od;
@@ -1270,7 +1526,7 @@ inline publish()
 #ifdef BAD_FAIL_RECYCLE
     if
     :: wfail ->                             /* known bad: the slot goes back to EMPTY */
-        word[wv] = (ww & ~(W_STATE_MASK | W_STARTED | W_WAITERS | W_DEMAND | W_SPEC)) | EMPTY
+        word[wv] = (ww & ~(W_STATE_MASK | W_STARTED | W_WAITERS | W_PIN_MASK | W_SPEC)) | EMPTY
     :: else -> word[wv] = (ww & ~(W_STATE_MASK | W_STARTED | W_WAITERS)) | READY
     fi;
 #else
@@ -1279,8 +1535,8 @@ inline publish()
 #endif
     check_slots();
     if
-    :: (ww & W_SPEC) != 0 && (ww & W_DEMAND) == 0 -> pc = W_PUT
-    :: (ww & W_SPEC) == 0 || (ww & W_DEMAND) != 0 ->
+    :: (ww & W_SPEC) != 0 && PINS(ww) == 0 -> pc = W_PUT
+    :: (ww & W_SPEC) == 0 || PINS(ww) != 0 ->
         if
         :: (ww & W_WAITERS) != 0 -> pc = W_WAKE
         :: else -> w_clear()
@@ -1288,21 +1544,66 @@ inline publish()
     fi
 }
 
-/* run_request: acquire load of chunk_next, CAS loop to the next chunk
- * while its tag is the token's gen and a chunk is left. */
-inline take_chunk()
+/*
+ * run_request's chunk loop: acquire load of chunk_next (wcn); the chunk
+ * size is the arming's, from the value itself (OLD_CHUNK_REARM: a load of
+ * chunk_size, wsz, as its own step); a chunk is left if the tag is the
+ * token's gen and the index is below the arming's chunk count; then the
+ * CAS from wcn (failed: load again).
+ */
+inline cnext_load()
+{
+    wcn = cnext[wv];
+#ifdef OLD_CHUNK_REARM
+    pc = W_CSIZE
+#else
+    if
+    :: CN_TAG_OK(wcn, wg) && CN_IDX(wcn) < NCH_OF(CN_FLAG(wcn)) ->
+        wsz = CH_OF(CN_FLAG(wcn)); pc = W_CCAS
+    :: else -> w_clear()                    /* not armed yet, or every chunk is taken */
+    fi
+#endif
+}
+
+#ifdef OLD_CHUNK_REARM
+inline csize_load()
+{
+    wsz = csize[wv];
+    if
+    :: CN_TAG_OK(wcn, wg) && CN_IDX(wcn) < (wsz == 0 -> 0 : NU / wsz) -> pc = W_CCAS
+    :: else -> w_clear()
+    fi
+}
+#endif
+
+/* The CAS from wcn succeeded: chunk CN_IDX(wcn), of wsz units, is ours. */
+inline chunk_taken()
+{
+    wc = CN_IDX(wcn);
+    cnext[wv] = wcn + 1;
+    if
+    :: CN_TAG(wcn) == armt[wv] -> taken[wv]++
+    :: else -> skip
+    fi;
+    check_slots();
+    pc = W_READ
+}
+
+inline chunk_cas()
 {
     if
-    :: CN_TAG_OK(cnext[wv], wg) && CN_IDX(cnext[wv]) < NCH ->
-        wc = CN_IDX(cnext[wv]);
-        cnext[wv] = cnext[wv] + 1;
-        if
-        :: armg[wv] == wg -> taken[wv]++
-        :: else -> skip
-        fi;
-        check_slots();
-        pc = W_READ
-    :: else -> w_clear()                    /* every chunk of this load is taken */
+    :: cnext[wv] == wcn -> chunk_taken()
+    :: else -> pc = W_CHUNK                 /* the value moved: load it again */
+    fi
+}
+
+/* One worker: the load and the CAS as one step (see the worker). */
+inline take_chunk()
+{
+    cnext_load();
+    if
+    :: pc == W_CCAS -> chunk_taken()
+    :: else -> skip
     fi
 }
 
@@ -1322,16 +1623,24 @@ inline read_chunk(FAIL)
 {
     /* nobody reads a slot that a worker writes */
     assert(held[wv] == 0);
-    /* a token reads only into its own load: the slot's current load, armed
-     * and of the token's gen */
+    /* a token reads only into its own load: the slot's current load, of
+     * the token's gen, and a chunk of its current arming */
     assert(ST(word[wv]) == LOADING && GEN(word[wv]) == wg && KEY(word[wv]) == wk);
-    assert(armg[wv] == wg);
-    /* each chunk of the load is read once */
-    assert(!rd[wv * NCH + wc]);
-    rd[wv * NCH + wc] = 1;
+    assert(CN_TAG(wcn) == armt[wv]);
+    /* each unit of the arming is read once */
+    ci = wc * wsz;
+    do
+    :: ci < wc * wsz + wsz ->
+        assert(ci < NU && !rd[wv * NU + ci]);
+        rd[wv * NU + ci] = 1;
+        data[wv * NU + ci] = (FAIL -> TORN : DATA(wk, wg));
+        ci++
+    :: else -> break
+    od;
+    ci = 0;
     if
-    :: FAIL -> data[wv * NCH + wc] = TORN; err[wv] = 1
-    :: else -> data[wv * NCH + wc] = DATA(wk, wg)
+    :: FAIL -> err[wv] = 1
+    :: else -> skip
     fi;
     assert(cleft[wv] > 0);
     cleft[wv]--;
@@ -1371,9 +1680,10 @@ inline take_token()
  */
 proctype worker(byte id)
 {
-    byte pc = W_TOP, wv, wg, wk, wc;
+    byte pc = W_TOP, wv, wg, wk, wc, wsz;
     bit got, wfail;
     int ww;
+    short wcn;
 #ifdef WORKER_FUTEX
     byte seq;
 #endif
@@ -1444,9 +1754,19 @@ end_worker:                                 /* waiting for work is a valid end *
     :: d_step {                             /* run_request: the word (see take_token) */
         pc == W_TAKE -> take_token()
        }
-#if NWORKERS > 1
-    :: d_step {                             /* run_request: chunk_next (see take_chunk) */
-        pc == W_CHUNK -> take_chunk()
+#if NWORKERS > 1 || defined(OLD_CHUNK_REARM)
+    /* The chunk loop step by step: the load of chunk_next (and, in the
+     * earlier protocol, of chunk_size), then the CAS, then the read. */
+    :: d_step {                             /* run_request: load chunk_next (see cnext_load) */
+        pc == W_CHUNK -> cnext_load()
+       }
+#ifdef OLD_CHUNK_REARM
+    :: d_step {                             /* run_request: load chunk_size (see csize_load) */
+        pc == W_CSIZE -> csize_load()
+       }
+#endif
+    :: d_step {                             /* run_request: CAS chunk_next (see chunk_cas) */
+        pc == W_CCAS -> chunk_cas()
        }
     :: d_step {                             /* the chunk's read succeeds (see read_chunk) */
         pc == W_READ -> read_chunk(0)
@@ -1455,9 +1775,11 @@ end_worker:                                 /* waiting for work is a valid end *
         pc == W_READ && !err[wv] -> read_chunk(1)
        }
 #else
-    /* With one worker nothing else touches chunk_next while a chunk is in
-     * flight (its load cannot be re-armed before the countdown: asserted),
-     * so taking the chunk and reading it are one step. */
+    /* With one worker nothing else touches chunk_next between the load and
+     * the CAS, nor while a chunk is in flight: an arming ends only after
+     * its last countdown (asserted), and the value of a finished arming
+     * never comes back (a new arming has another gen or attempt). So
+     * loading it, taking the chunk and reading it are one step. */
     :: d_step {
         pc == W_CHUNK ->
         take_chunk();
@@ -1467,7 +1789,8 @@ end_worker:                                 /* waiting for work is a valid end *
         fi
        }
     :: d_step {
-        pc == W_CHUNK && CN_TAG_OK(cnext[wv], wg) && CN_IDX(cnext[wv]) < NCH && !err[wv] ->
+        pc == W_CHUNK && CN_TAG_OK(cnext[wv], wg) &&
+        CN_IDX(cnext[wv]) < NCH_OF(CN_FLAG(cnext[wv])) && !err[wv] ->
         take_chunk();
         read_chunk(1)
        }
@@ -1545,7 +1868,7 @@ end_wait:
             assert(stop || ST(word[ci]) != LOADING);
             if
             :: ST(word[ci]) == LOADING && (word[ci] & W_SPEC) != 0 &&
-               (word[ci] & W_DEMAND) == 0 -> cj++
+               PINS(word[ci]) == 0 -> cj++
             :: else -> skip
             fi;
             ci++
@@ -1554,6 +1877,10 @@ end_wait:
         /* the speculation budget: one unit per speculative read still
          * queued or in progress, none leaked */
         assert(spec_inflight == cj);
+#ifdef RESERVE
+        /* queue room: all of it given back once the queues are empty */
+        assert(stop || (droom == 0 && sroom == 0));
+#endif
         ci = 0;
         cj = 0
     }
@@ -1611,14 +1938,15 @@ init
 #elif CFG == 13
         /* Experts 0 (A), 1 (B), 2 (X). It starts where a demand prefetch
          * of X has finished: X READY in slot 0, pinned until claimed. */
-        word[0] = READY | W_DEMAND | (2 << W_KEY_SHIFT) | (1 << W_GEN_SHIFT);
+        word[0] = READY | W_PIN_ONE | (2 << W_KEY_SHIFT) | (1 << W_GEN_SHIFT);
         map[2] = MAP_MAKE(0, 1);
-        cnext[0] = CN_MAKE(1, NCH);
-        armg[0] = 1;
-        taken[0] = NCH;
+        owe[2] = 1;
+        cnext[0] = CN_MAKE(1, 0, 0) + NCH_D;
+        armt[0] = CN_TAG(CN_MAKE(1, 0, 0));
+        taken[0] = NCH_D;
         ci = 0;
         do
-        :: ci < NCH -> data[ci] = DATA(2, 1); rd[ci] = 1; ci++
+        :: ci < NU -> data[ci] = DATA(2, 1); rd[ci] = 1; ci++
         :: else -> break
         od;
         ci = 0;
@@ -1626,6 +1954,16 @@ init
         run host(1, OP_CLAIM, 1, 1);            /* claim(A), release */
         /* spec B, spec A, prefetch B */
         run host(2, OP_SPEC | (OP_SPEC << 8) | (OP_DEMAND << 16), 2 | (1 << 4) | (2 << 8), 3);
+#elif CFG == 14
+        run host(0, OP_DEMAND | (OP_WAIT << 8), 1 | (1 << 4), 2);     /* prefetch A, claim_wait(A) */
+        run host(1, OP_DEMAND | (OP_CLAIM << 8), 1 | (1 << 4), 2);    /* prefetch A, claim(A) */
+        run host(2, OP_WAIT, 2, 1);                                   /* claim_wait(B) */
+#elif CFG == 15
+        run host(0, OP_SPEC, 1, 1);                                   /* spec A */
+        run host(1, OP_DEMAND | (OP_DEMAND << 8), 1 | (1 << 4), 2);   /* prefetch A, twice */
+#elif CFG == 16
+        run host(0, OP_SPEC | (OP_CANCEL << 8) | (OP_SPEC << 16), 1 | (1 << 4) | (1 << 8), 3);
+        run host(1, OP_WAIT, 1, 1);                                   /* claim_wait(A) */
 #endif
         run shutdown()
     }

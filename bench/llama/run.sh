@@ -1,0 +1,166 @@
+#!/bin/sh
+# bench/llama/run.sh BUILD DIR [options]: stock llama.cpp against the
+# integration on a synthetic GGUF shaped like a real model, at equal memory
+# (docs/llama.cpp.md, "Performance").
+#
+# BUILD is a build with -DSMOE_BUILD_LLAMA=ON; DIR holds the model and the
+# vault (written once, reused). Each mode runs once, cold (the model's and
+# the vault's pages dropped from the page cache first), one after the
+# other, and prints: load time, time to first token (from process start,
+# load included), decode tokens/s, peak memory of its cgroup.
+#
+#   stock-mmap     smoe-llama --resident: stock llama.cpp, its default mmap
+#   stock-cpu-moe  the same with the experts placed on the CPU (--cpu-moe);
+#                  without a GPU this is the same placement as stock-mmap
+#   smoe           the integration, ring sized so that ring + staging +
+#                  dense weights fit the same limit
+#   ceiling        stock llama.cpp with no memory limit and the model in the
+#                  page cache (read once before; the only warm mode)
+# The first three run in a memory cgroup (v1 or v2; needs root) limited to
+# the dense weights + SHARE% of the experts + OVERHEAD_MIB for llama.cpp's
+# own buffers.
+#
+# Options:
+#   --shape S       qwen3-30b-a3b (default; Q4_K experts) or gpt-oss-20b (MXFP4)
+#   --layers N      layers (default 12; the real models have 48 and 24)
+#   --share P       experts' share of the memory limit, percent (default 25)
+#   --prompt N      prompt tokens (default 16); --tokens N generated (default 32)
+#   --threads N     CPU threads (default 2)
+#   --replay TRACE  measurement only: every mode routes by this recorded trace
+#                   (docs/trace-format.md; .gz is decompressed into DIR) instead
+#                   of by the random router; smoe bench then replays the same
+#                   tokens of it against the vault at the same ring size, for
+#                   its hit rate beside the integration's
+#   --modes LIST    comma list of the modes above (default: all four)
+#   --overhead MIB  llama.cpp's own memory in the limit (default 384)
+# Every mode runs with OMP_WAIT_POLICY=passive (smoe-llama sets it itself
+# when streaming): on a shared machine, spinning OpenMP workers of the stock
+# runs would otherwise compete with everything else for the cores.
+set -eu
+export OMP_WAIT_POLICY=passive
+[ $# -ge 2 ] || { sed -n '2,33p' "$0"; exit 2; }
+build=$(cd "$1" && pwd)
+dir=$2
+shift 2
+shape=qwen3-30b-a3b layers=12 share=25 prompt=16 tokens=32 threads=2 replay= overhead=384
+modes=stock-mmap,stock-cpu-moe,smoe,ceiling
+while [ $# -gt 0 ]; do
+    case $1 in
+    --shape) shape=$2 ;; --layers) layers=$2 ;; --share) share=$2 ;;
+    --prompt) prompt=$2 ;; --tokens) tokens=$2 ;; --threads) threads=$2 ;;
+    --replay) replay=$2 ;; --modes) modes=$2 ;; --overhead) overhead=$2 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift 2
+done
+here=$(cd "$(dirname "$0")" && pwd)
+llama=$build/integrations/llama.cpp/smoe-llama
+smoe=$build/src/tool/smoe
+lcpp=$(sed -n 's/^SMOE_LLAMA_CPP_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+[ -x "$llama" ] && [ -x "$smoe" ] || { echo "run.sh: build smoe-llama and smoe in $build" >&2; exit 1; }
+mkdir -p "$dir"
+model=$dir/$shape-$layers.gguf
+vault=$dir/$shape-$layers.smoe
+log() { echo "== $(date +%H:%M:%S) $*" >&2; }
+
+if [ ! -f "$model" ]; then
+    log "writing $model"
+    PYTHONPATH=$lcpp/gguf-py /usr/bin/python3 "$here/../../integrations/llama.cpp/tests/mkmoe.py" \
+        "$shape" "$model.tmp" --layers "$layers"
+    mv "$model.tmp" "$model"
+fi
+if [ ! -f "$vault" ]; then
+    log "packing $vault"
+    "$smoe" pack --quiet --out "$vault" "$model" > /dev/null
+fi
+info=$("$smoe" inspect "$vault")
+entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
+payload=$(echo "$info" | sed -n 's/^blob bytes *\([0-9]*\) payload.*/\1/p')
+slot=$(echo "$info" | sed -n 's/.*largest padded \([0-9]*\).*/\1/p')
+msize=$(stat -c %s "$model")
+dense=$((msize - payload))
+# The integration's staging: one layer of experts (entries / MoE layers).
+moe_layers=$(echo "$info" | sed -n 's/^layers *\([0-9]*\)$/\1/p')
+stage=$((payload / moe_layers))
+limit=$((dense + payload * share / 100 + overhead * 1048576))
+slots=$(( (payload * share / 100 - stage) / slot ))
+[ "$slots" -ge 1 ] || { echo "run.sh: no room for a ring beside the staging memory" >&2; exit 1; }
+
+ptoks=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", (i * 7919 + 13) % 30000 }')
+rflag=
+if [ -n "$replay" ]; then
+    case $replay in
+    *.gz) gzip -dc "$replay" > "$dir/replay.trace"; replay=$dir/replay.trace ;;
+    esac
+    rflag="--replay-trace $replay"
+fi
+
+cg_base=
+cgroup_make() { # limit -> prints the cgroup's directory
+    if grep -q '^0::' /proc/self/cgroup && [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        d=/sys/fs/cgroup/smoe-llama-bench-$$
+        mkdir "$d" && echo "$1" > "$d/memory.max" && echo 0 > "$d/memory.swap.max" 2>/dev/null || true
+    else
+        base=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+        d=/sys/fs/cgroup/memory$base/smoe-llama-bench-$$
+        mkdir "$d" && echo "$1" > "$d/memory.limit_in_bytes"
+    fi
+    echo "$d"
+}
+cgroup_peak() {
+    cat "$1/memory.peak" 2>/dev/null || cat "$1/memory.max_usage_in_bytes"
+}
+drop() { for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none; done; }
+
+log "$shape, $layers layers: model $msize bytes (dense $dense, experts $payload in $entries blobs" \
+    "of up to $slot); limit $limit bytes (dense + $share% of experts + $overhead MiB);" \
+    "smoe ring $slots slots + staging $stage; load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-14s %10s %8s %9s %11s %9s %10s %9s\n' mode limit_MiB load_s ttft_s decode_t/s vs_stock peak_MiB hit_rate
+stock_tps=
+for mode in $(echo "$modes" | tr ',' ' '); do
+    case $mode in
+    stock-mmap) args="--resident" ;;
+    stock-cpu-moe) args="--resident --cpu-moe" ;;
+    smoe) args="--vault $vault --ring-slots $slots --stats" ;;
+    ceiling) args="--resident" ;;
+    *) echo "run.sh: unknown mode $mode" >&2; exit 2 ;;
+    esac
+    drop
+    [ "$mode" = ceiling ] && cat "$model" > /dev/null
+    out=$dir/run-$mode.err
+    if [ "$mode" = ceiling ]; then
+        lim=-
+        "$llama" --model "$model" --prompt-tokens "$ptoks" --n-predict "$tokens" --ignore-eos \
+            --threads "$threads" $rflag $args > /dev/null 2> "$out" || { cat "$out"; exit 1; }
+        peak=-
+    else
+        cg=$(cgroup_make "$limit")
+        lim=$((limit / 1048576))
+        rc=0
+        sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
+            "$llama" --model "$model" --prompt-tokens "$ptoks" --n-predict "$tokens" \
+            --ignore-eos --threads "$threads" $rflag $args > /dev/null 2> "$out" || rc=$?
+        peak=$(( $(cgroup_peak "$cg") / 1048576 ))
+        rmdir "$cg"
+        [ "$rc" = 0 ] || { cat "$out"; echo "run.sh: $mode failed ($rc)" >&2; exit 1; }
+    fi
+    line=$(grep 'load .* s, prompt' "$out")
+    load=$(echo "$line" | sed -n 's/.*load \([0-9.]*\) s.*/\1/p')
+    ttft=$(echo "$line" | sed -n 's/.*first token \([0-9.]*\) s.*/\1/p')
+    tps=$(echo "$line" | sed -n 's/.*decode \([0-9.]*\) tokens.*/\1/p')
+    hr=$(sed -n 's/.*hit rate \([0-9.]*\).*/\1/p' "$out")
+    [ "$mode" = stock-mmap ] && stock_tps=$tps
+    ratio=$(awk -v a="$tps" -v b="${stock_tps:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "-" }')
+    printf '%-14s %10s %8s %9s %11s %9s %10s %9s\n' "$mode" "$lim" "$load" "$ttft" "$tps" "$ratio" "$peak" "${hr:--}"
+    [ "$mode" = smoe ] && grep 'smoe-llama: ' "$out" | grep -v 'load .* s, prompt' | sed 's/^/    /'
+done
+
+if [ -n "$replay" ] && echo "$modes" | grep -q smoe; then
+    n=$((prompt + tokens))
+    log "smoe bench on the same $n tokens of the trace, ring of $slots slots"
+    "$smoe" bench --vault "$vault" --trace "$replay" --mode smoe,mmap --tokens "$n" \
+        --memory $((slots * slot)) --no-progress 2>&1 | sed 's/^/    /'
+fi
+log "disk: the vault streamed once through the library"
+drop
+"$smoe" read "$vault" 2>&1 | tail -n 2 | sed 's/^/    /'

@@ -1,0 +1,107 @@
+/*
+ * internal.h - state shared by the files of the llama.cpp integration.
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef SMOE_LLAMA_INTERNAL_H
+#define SMOE_LLAMA_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ggml-backend-impl.h"
+#include "llama.h"
+#include "smoe_llama.h"
+
+/* The expert tensor kinds a vault packed from a GGUF holds, in the
+ * component names of docs/packing.md. */
+enum { SL_GATE, SL_UP, SL_DOWN, SL_GATE_UP, SL_BASE_KINDS };
+#define SL_KINDS (2 * SL_BASE_KINDS) /* each as .weight and as .bias */
+
+/* One expert tensor: a stack of n_expert slices in the reserved range. */
+typedef struct sl_tensor {
+    char name[GGML_MAX_NAME];
+    struct ggml_tensor *tensor;
+    uint8_t *base;            /* tensor data: the kind's staging region after attach */
+    const uint8_t *loaded;    /* where the loader's bytes were (mmap), or NULL */
+    uint64_t slice;           /* bytes of one expert */
+    uint32_t n_expert;
+    uint32_t layer;
+    int kind;                 /* SL_* (+ SL_BASE_KINDS for .bias) */
+    enum ggml_type type;
+    int64_t ne[GGML_MAX_DIMS];
+} sl_tensor;
+
+typedef struct sl_layer {
+    int present;
+    sl_tensor *t[SL_KINDS];   /* NULL where the layer has no such tensor */
+} sl_layer;
+
+typedef struct sl_replay sl_replay;
+
+struct smoe_llama {
+    smoe_stream *s;
+    char *gguf_path;
+    uint32_t flags;
+    uint64_t claim_timeout_ns;
+    smoe_log_fn log_fn;
+    void *log_user;
+
+    /* the buffer type and what the loader put in it */
+    struct ggml_backend_buffer_type buft;
+    struct llama_model_tensor_buft_override ov[2];
+    sl_tensor *tensors;
+    uint32_t n_tensors, cap_tensors;
+
+    /* filled by attach */
+    uint32_t n_layers;        /* the vault's */
+    uint32_t n_expert;
+    uint32_t n_layouts;
+    sl_layer *layers;         /* [n_layers] */
+    uint64_t *comp_off;       /* [n_layouts][SL_KINDS]: offset in the blob, UINT64_MAX: none */
+    uint8_t *compat;          /* [n_layers][n_layouts]: layout fits the layer's tensors */
+    uint32_t *ulist;          /* [n_expert]: the union being fetched */
+    uint8_t *umark;           /* [n_expert]: 1 in the union, 2 staged */
+    uint32_t *staged;         /* [n_expert]: experts present in the tensors */
+    uint32_t n_staged;
+    uint32_t staged_layer;
+    int attached;
+
+    /* the eval callback's state */
+    int failed;               /* set by the callback; read by the abort callback */
+    char err[768];
+    ggml_abort_callback user_abort;
+    void *user_abort_data;
+    sl_replay *replay;
+    uint32_t last_layer;
+    uint64_t ubatch_token;    /* replay: trace token of the ubatch's first row */
+    uint64_t ubatch_rows;     /* tokens of the current ubatch */
+
+    smoe_llama_stats st;
+};
+
+int sl_fail(smoe_llama *h, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+uint64_t sl_now_ns(void);
+
+/* buft.c */
+void sl_buft_init(smoe_llama *h);
+void sl_buft_free(smoe_llama *h);
+/* Tensor name to (layer, kind); -1 if it is not an expert tensor name. */
+int sl_parse_name(const char *name, uint32_t *layer, int *kind);
+extern const char *const sl_kind_component[SL_KINDS];
+
+/* stage.c: the eval callback and what it does */
+bool sl_eval_cb(struct ggml_tensor *t, bool ask, void *user);
+bool sl_abort_cb(void *user);
+void sl_unstage(smoe_llama *h);
+/* Make expert `e` of layer l present: claim (waiting), copy, release. */
+int sl_fetch(smoe_llama *h, uint32_t l, const uint32_t *list, uint32_t n);
+
+/* replay.c */
+int sl_replay_open(smoe_llama *h, const char *path);
+void sl_replay_free(sl_replay *r);
+/* Write the trace's experts for (token, layer) into ids[0..k). 0, or -1
+ * when the trace has no such layer. */
+int sl_replay_get(const sl_replay *r, uint64_t token, uint32_t layer, int32_t *ids,
+                  uint32_t k);
+
+#endif
