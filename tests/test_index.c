@@ -282,6 +282,13 @@ static void test_index_safetensors(void **state)
     assert_int_equal(smoe_release(s, &b), 0);
     expect_msg(smoe_blob_component(s, &b, 0, &c), SMOE_EINVAL, "no reference", NULL);
     expect_msg(smoe_blob_find(s, NULL, "gate", &c), SMOE_EINVAL, NULL, NULL);
+    /* A blob of another stream: refused, as smoe_release refuses it. */
+    smoe_stream *ix;
+    assert_int_equal(open_index(path("m.smoe"), SMOE_VERIFY_ON, 0, &ix), 0);
+    assert_true(smoe_claim_wait(s, 1, 2, UINT64_MAX, &b) >= 0);
+    expect_msg(smoe_blob_component(ix, &b, 0, &c), SMOE_EINVAL, "another stream", NULL);
+    assert_int_equal(smoe_release(s, &b), 0);
+    assert_int_equal(smoe_close(ix), 0);
     assert_int_equal(smoe_close(s), 0);
     fx_free(&m);
 }
