@@ -136,6 +136,9 @@ static void fault_text(const struct smoe_stream *s, uint32_t key, int r, const s
     else if (r == SMOE_EIO)
         k = snprintf(buf, n, ": short direct reads made no progress at offset %llu, %llu "
                      "bytes", (unsigned long long)f->off, (unsigned long long)f->len);
+    if (k > 0 && (size_t)k < n && f->file && f->file <= s->vault.n_sources)
+        k += snprintf(buf + k, n - (size_t)k, " of source %u '%s'", f->file - 1,
+                      s->vault.sources[f->file - 1].name);
     if (k > 0 && (size_t)k < n && f->tries >= SMOE__IO_MAX_STALLS)
         snprintf(buf + k, n - (size_t)k, ", after %u attempts (retries used up)", f->tries);
 }
@@ -173,7 +176,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         return r;
     const uint32_t key = layer * s->vault.experts + expert;
     uint64_t t0 = 0, now = 0;
-    smoe__fault why = {SMOE__FAULT_NONE, {0, 0, 0, 0}};
+    smoe__fault why = {SMOE__FAULT_NONE, {0, 0, 0, 0, 0}};
     for (unsigned spins = 0;; spins++) {
         if (atomic_load(&s->stop)) {
             r = smoe__fail(SMOE_ESHUTDOWN, "claim_wait: stream is shut down");

@@ -31,6 +31,7 @@
 #include "latency.h"
 #include "prewarm.h"
 #include "slot.h"
+#include "source.h"
 #include "trace_rec.h"
 #include "vault.h"
 
@@ -83,6 +84,7 @@ typedef struct smoe__worker {
 
 struct smoe_stream {
     smoe__vault vault;
+    smoe__sources src;       /* an index vault's source files (source.h) */
     const smoe__io *io;
     smoe__ring ring;
     _Atomic uint64_t *map;   /* layers * experts residency entries (slot.h) */

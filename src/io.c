@@ -78,6 +78,8 @@ int smoe__io_fstat(const smoe__io *io, int fd, smoe__io_stat *st)
     if (!io->stat) {
         st->type = SMOE__IO_TYPE_REG;
         st->dev = st->ino = 0;
+        st->mtime_sec = 0;
+        st->mtime_nsec = 0;
         return smoe__io_size(io, fd, &st->size);
     }
     int r, tries = 0;
@@ -120,7 +122,7 @@ int smoe__io_close(const smoe__io *io, int fd)
 int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
                        uint64_t off, const atomic_int *stop, int *err_no)
 {
-    smoe__io_fail why = {0, 0, 0, 0};
+    smoe__io_fail why = {0, 0, 0, 0, 0};
     int r = smoe__io_read_full_ex(io, fd, buf, n, off, 0, stop, &why);
     *err_no = why.eno;
     return r;
@@ -129,7 +131,7 @@ int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
 static int read_failed(smoe__io_fail *why, int rc, uint64_t off, size_t n, int eno,
                        int tries)
 {
-    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries};
+    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries, 0};
     return rc;
 }
 

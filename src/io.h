@@ -47,6 +47,8 @@ typedef struct smoe__io_stat {
     uint64_t size;     /* bytes (a block device's own size) */
     uint64_t dev, ino; /* the file's identity; both 0 when unknown */
     int type;          /* SMOE__IO_TYPE_* */
+    uint32_t mtime_nsec;
+    int64_t mtime_sec; /* last modification; 0, 0 when unknown */
 } smoe__io_stat;
 
 typedef struct smoe__io smoe__io;
@@ -120,6 +122,8 @@ typedef struct smoe__io_fail {
     uint64_t len;   /* bytes still to read there */
     int eno;        /* its errno; 0 at end of file, or when short reads made no progress */
     uint32_t tries; /* attempts there, the last included; SMOE__IO_MAX_STALLS: retries used up */
+    uint32_t file;  /* which file, set by the caller (extent.c): 0 the vault, i + 1 an index
+                       vault's source i */
 } smoe__io_fail;
 
 /*

@@ -274,16 +274,17 @@ int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint6
 void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t what,
                            const smoe__io_fail *f)
 {
-    static const smoe__io_fail none = {0, 0, 0, 0};
+    static const smoe__io_fail none = {0, 0, 0, 0, 0};
     smoe__slot_fault *sf = &s->ring.fault[v];
     if (!f)
         f = &none;
-    /* relaxed, all five: published with the error, by [C] and then [P] */
+    /* relaxed, all six: published with the error, by [C] and then [P] */
     atomic_store_explicit(&sf->what, what, memory_order_relaxed);
     atomic_store_explicit(&sf->eno, f->eno, memory_order_relaxed);
     atomic_store_explicit(&sf->tries, f->tries, memory_order_relaxed);
     atomic_store_explicit(&sf->off, f->off, memory_order_relaxed);
     atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
+    atomic_store_explicit(&sf->file, f->file, memory_order_relaxed);
 }
 
 void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, int err, uint32_t what,
@@ -335,12 +336,13 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
 static void fault_copy(const smoe__ring *r, uint32_t v, smoe__fault *why)
 {
     smoe__slot_fault *sf = &r->fault[v];
-    /* relaxed, all five: [P], through the caller's acquire of FAILED */
+    /* relaxed, all six: [P], through the caller's acquire of FAILED */
     why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
     why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
     why->io.tries = atomic_load_explicit(&sf->tries, memory_order_relaxed);
     why->io.off = atomic_load_explicit(&sf->off, memory_order_relaxed);
     why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
+    why->io.file = atomic_load_explicit(&sf->file, memory_order_relaxed);
 }
 
 /* The FAILED case of smoe__slot_claim (slot.h): read the error while a pin

@@ -161,6 +161,7 @@ typedef struct smoe__slot_fault {
     _Atomic uint32_t tries;
     _Atomic uint64_t off;
     _Atomic uint64_t len;
+    _Atomic uint32_t file;
 } smoe__slot_fault;
 
 /* A copy of one, taken by the claimer. */

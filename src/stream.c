@@ -53,7 +53,8 @@ static int read_opts(const smoe_open_opts *in, smoe_open_opts *o)
 static int check_opts(const smoe_open_opts *o)
 {
     const unsigned known = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_BUFFERED | SMOE_OPEN_MLOCK |
-                           SMOE_OPEN_FORCE_CLOSE | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+                           SMOE_OPEN_FORCE_CLOSE | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ |
+                           SMOE_OPEN_EXTENTS;
     if (o->flags & ~known)
         return smoe__fail(SMOE_EINVAL, "open: opts.flags has unknown bits 0x%x",
                           o->flags & ~known);
@@ -179,6 +180,7 @@ static void stream_free(struct smoe_stream *s)
         smoe__workers_join(s);
         close_fds(s);
     }
+    smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
     smoe__mpmc_free(&s->demand_q);
     smoe__mpmc_free(&s->spec_q);
@@ -289,16 +291,17 @@ static int tables_open(struct smoe_stream *s)
     return 0;
 }
 
-/* The workers' descriptors, and the vault's header and tables dropped from
- * the page cache: with direct reads nothing else will want those pages.
- * Buffered reads go through the page cache anyway, so then nothing is
- * dropped. */
+/* The workers' descriptors (an index vault's are per source, opened with
+ * the sources), and the vault's header and tables dropped from the page
+ * cache: with direct reads nothing else will want those pages. Buffered
+ * reads go through the page cache anyway, so then nothing is dropped. (An
+ * index vault's reader dropped its own.) */
 static int files_open(struct smoe_stream *s)
 {
-    int r = open_fds(s);
+    int r = s->src.n ? 0 : open_fds(s);
     if (r < 0)
         return r;
-    if (s->io_mode == SMOE_IO_DIRECT)
+    if (s->io_mode == SMOE_IO_DIRECT && !s->src.n)
         smoe__vault_drop_read(&s->vault, s->io, s->workers[0].fd);
     return 0;
 }
@@ -339,8 +342,10 @@ SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_
     struct smoe_stream *s = stream_new(&o);
     if (!s)
         return smoe__fail(SMOE_ENOMEM, "open: out of memory");
+    /* An index vault: its source files checked and opened, its slots
+     * planned at their read alignment (source.c); nothing for a packed one. */
     if ((r = smoe__vault_load_ex(&s->vault, vault_path, s->io, SMOE__VAULT_KEEP_CACHE)) < 0 ||
-        (r = stream_open(s, &o)) < 0) {
+        (r = smoe__sources_open(s)) < 0 || (r = stream_open(s, &o)) < 0) {
         /* Keep the first failure's message through the cleanup. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", smoe_last_error());

@@ -17,6 +17,9 @@
 
 #define SMOE__VAULT_MAGIC "\x89SMOE\r\n\x1a"
 #define SMOE__VAULT_VERSION 1u
+/* The index vault (docs/vault-format.md, "Version 2"): its experts are
+ * extents of source files (vault_v2.c). */
+#define SMOE__VAULT_VERSION_INDEX 2u
 #define SMOE__VAULT_HEADER_SIZE 128u
 #define SMOE__VAULT_ALIGN 16384u
 #define SMOE__ENTRY_SIZE 48u
@@ -33,12 +36,26 @@
 #define SMOE__PAIRS_FREE 65536u
 #define SMOE__MAX_LAYOUTS 65536u
 #define SMOE__MAX_COMPONENTS (1u << 20)
+/* Version 2 (vault_v2.c) */
+#define SMOE__V2_ENTRY_SIZE 32u
+#define SMOE__V2_EXTENT_SIZE 24u
+#define SMOE__V2_SOURCE_SIZE 64u
+#define SMOE__V2_MAX_SOURCES 65536u
+#define SMOE__V2_NAME_MAX 4095u
+#define SMOE__V2_MAX_ALIGN (1u << 20)
+/* Header bytes a source may have hashed: GGUF headers with their
+ * tokenizers run to tens of MiB; the tool refuses more than 1 GiB. */
+#define SMOE__V2_HEADER_MAX (1ull << 30)
+enum {
+    SMOE__V2_NO_HASH = 1u << 0, /* header flags: entries carry no hash */
+    SMOE__V2_KIND_SAFETENSORS = 1, SMOE__V2_KIND_GGUF = 2
+};
 
 typedef struct smoe__vault_entry {
-    uint64_t offset;  /* file offset, multiple of 16 KiB */
-    uint64_t size;    /* payload bytes */
+    uint64_t offset;  /* file offset, multiple of 16 KiB (index vault: 0) */
+    uint64_t size;    /* payload bytes; an index vault's: its slot image (extent.h) */
     uint64_t padded;  /* multiple of 16 KiB; 0 means absent */
-    uint64_t hash;    /* XXH3-64 of the payload */
+    uint64_t hash;    /* XXH3-64 of the payload (index vault: of its components) */
     uint32_t layout;
     uint32_t present; /* 1 if the vault has this (layer, expert) */
 } smoe__vault_entry;
@@ -49,16 +66,50 @@ typedef struct smoe__vault_layout {
     uint64_t min_bytes; /* end of its last component */
 } smoe__vault_layout;
 
+/* An index vault's source file (docs/vault-format.md, "Source record"). */
+typedef struct smoe__vault_source {
+    char *name;            /* as recorded: relative to the vault's directory */
+    uint64_t size;
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    uint32_t kind;         /* SMOE__V2_KIND_* */
+    uint64_t header_bytes; /* the prefix header_hash covers */
+    uint64_t header_hash;
+    uint32_t align;        /* every extent offset in the file is a multiple */
+} smoe__vault_source;
+
+/* An extent: one component's bytes in a source file. */
+typedef struct smoe__vault_xt {
+    uint64_t offset, length;
+    uint32_t source;
+} smoe__vault_xt;
+
+/* A read that fills part of a slot (extent.c): bytes [file_off, file_off +
+ * len) of a source, rounded out to the read alignment, land at slot_off. */
+typedef struct smoe__vault_seg {
+    uint64_t file_off, len, slot_off;
+    uint32_t source;
+} smoe__vault_seg;
+
+/* Per (layer, expert) of an index vault, beside its entry. */
+typedef struct smoe__vault_xentry {
+    uint32_t first_extent; /* its extents: one per component, in layout order */
+    uint32_t first_seg;    /* its reads, in slot order (extent.c) */
+    uint32_t n_seg;
+} smoe__vault_xentry;
+
 /* What the reader read through the page cache: the header and the tables,
  * each rounded out to 16 KiB (blobs fill whole 16 KiB units, so these
  * never hold a blob's byte). */
-#define SMOE__VAULT_MAX_READS 4
+#define SMOE__VAULT_MAX_READS 8
 typedef struct smoe__vault_extent {
     uint64_t off, len;
 } smoe__vault_extent;
 
 typedef struct smoe__vault {
     char *path;
+    uint32_t version;      /* 1, or SMOE__VAULT_VERSION_INDEX */
+    uint32_t flags;        /* index vault: SMOE__V2_NO_HASH */
     uint32_t layers, experts, entries, n_layouts, n_components, component_align;
     uint32_t top_k; /* metadata "top_k", 0 if absent */
     uint64_t file_size;    /* actual size of the file */
@@ -72,6 +123,16 @@ typedef struct smoe__vault {
     uint64_t meta_bytes;
     smoe__vault_extent read[SMOE__VAULT_MAX_READS];
     uint32_t n_read;
+    /* Index vaults only (NULL, 0 otherwise). */
+    smoe__vault_source *sources;
+    uint32_t n_sources;
+    uint32_t n_extents;
+    smoe__vault_xt *extents;
+    smoe__vault_xentry *xent;      /* layers * experts, beside index */
+    /* The slot images at read alignment plan_align (extent.c) */
+    smoe__vault_seg *segs;
+    uint32_t n_segs, plan_align;
+    uint64_t *comp_at;             /* per extent: its first byte's slot offset */
 } smoe__vault;
 
 /*
@@ -82,7 +143,9 @@ typedef struct smoe__vault {
 int smoe__vault_load(smoe__vault *v, const char *path, const smoe__io *io);
 /* smoe__vault_load drops the pages it read from the page cache (as
  * smoe__vault_drop_read does) unless flags has SMOE__VAULT_KEEP_CACHE:
- * smoe_open drops them itself, and only with direct I/O in effect. */
+ * smoe_open drops them itself, and only with direct I/O in effect. An
+ * index vault's pages are always dropped here: no descriptor of the vault
+ * stays open to drop them later. */
 enum { SMOE__VAULT_KEEP_CACHE = 1u << 0 };
 int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, unsigned flags);
 /* Drop the pages of v->read through fd, any descriptor of the vault. */
@@ -124,6 +187,9 @@ int smoe__component_check(const smoe_component *c, uint32_t component_align,
  */
 int smoe__shape_check(uint32_t layers, uint32_t experts, uint32_t entries,
                       const char *where);
+/* Encode c as a 128-byte component record at p (both versions' writers);
+ * name bytes after its NUL are written as they are: pass a zeroed name. */
+void smoe__component_put(unsigned char *p, const smoe_component *c);
 /* 1 if s[0..n) is well-formed UTF-8, else 0. */
 int smoe__utf8_valid(const void *s, size_t n);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "smoe/smoe.h"
+#include "byteorder.h"
 #include "error.h"
 #include "vault.h"
 
@@ -135,4 +136,17 @@ int smoe__component_check(const smoe_component *c, uint32_t component_align,
                               smoe_dtype_name(c->dtype), sh);
     }
     return 0;
+}
+
+void smoe__component_put(unsigned char *p, const smoe_component *c)
+{
+    memcpy(p, c->name, SMOE_COMPONENT_NAME_MAX);
+    smoe__put_le32(p + 64, c->dtype);
+    smoe__put_le32(p + 68, c->ndim);
+    for (int d = 0; d < SMOE_MAX_DIMS; d++)
+        smoe__put_le64(p + 72 + 8 * d, c->shape[d]);
+    smoe__put_le64(p + 104, c->offset);
+    smoe__put_le64(p + 112, c->nbytes);
+    smoe__put_le32(p + 120, c->quant_group);
+    smoe__put_le32(p + 124, c->quant_bits);
 }

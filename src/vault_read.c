@@ -1,5 +1,8 @@
 /*
- * vault_read.c - reading and validating a vault (docs/vault-format.md).
+ * vault_read.c - reading and validating a vault (docs/vault-format.md):
+ * the header's common part and version 1; the layouts, components and
+ * metadata both versions share (vault_int.h). An index vault's own tables
+ * are vault_v2.c's.
  *
  * Invariants of smoe__vault_load():
  *  - No field is used before it is checked, in the order of the spec's
@@ -21,62 +24,17 @@
 
 #include "smoe/smoe.h"
 #include "alloc.h"
-#include "byteorder.h"
 #include "error.h"
 #include "vault.h"
+#include "vault_int.h"
 
 #define DATA_OFFSET ((uint64_t)SMOE__VAULT_ALIGN)
 #define MIN_COMPONENT_ALIGN 256u
 
-typedef struct header {
-    uint32_t version, header_size, alignment, component_align;
-    uint32_t layers, experts, entries, layouts, components, flags;
-    uint64_t table_offset, layout_offset, meta_offset, meta_bytes;
-    uint64_t data_offset, file_size, checksum;
-} header;
-
-/* The three regions after the blobs, for range and overlap checks. */
-typedef struct region {
-    const char *field; /* header field naming its offset */
-    const char *what;
-    uint64_t off, len;
-} region;
-
-typedef struct loader {
-    const char *path;
-    const smoe__io *io;
-    int fd;
-    uint64_t actual; /* the file's size now */
-    header h;
-    unsigned char raw[SMOE__VAULT_HEADER_SIZE];
-    unsigned char *table;  /* entries x 48 */
-    unsigned char *lct;    /* layouts x 16, then components x 128 */
-    unsigned char *meta;   /* meta_bytes */
-    region reg[3];
-    smoe__vault_extent read[SMOE__VAULT_MAX_READS]; /* read so far (vault.h) */
-    uint32_t n_read;
-} loader;
-
-static int read_at(loader *L, void *buf, uint64_t n, uint64_t off, const char *what)
-{
-    int err_no = 0;
-    if (n == 0)
-        return 0;
-    if (L->n_read < SMOE__VAULT_MAX_READS) {
-        uint64_t lo = off / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
-        uint64_t hi = (off + n + SMOE__VAULT_ALIGN - 1) / SMOE__VAULT_ALIGN * SMOE__VAULT_ALIGN;
-        L->read[L->n_read++] = (smoe__vault_extent){lo, hi - lo};
-    }
-    int rc = smoe__io_read_full(L->io, L->fd, buf, (size_t)n, off, NULL, &err_no);
-    if (rc == SMOE_ETRUNC)
-        return smoe__fail(SMOE_ETRUNC, "%s: %s: the file ended before %" PRIu64
-                          " bytes at offset %" PRIu64 " could be read",
-                          L->path, what, n, off);
-    if (rc < 0)
-        return smoe__fail(rc, "%s: %s: reading %" PRIu64 " bytes at offset %" PRIu64
-                          " failed: %s", L->path, what, n, off, strerror(err_no));
-    return 0;
-}
+typedef smoe__vhdr header;
+typedef smoe__vregion region;
+typedef smoe__vloader loader;
+typedef smoe__vspan span;
 
 /* ---- step 1: the header's fixed fields ------------------------------ */
 
@@ -88,7 +46,7 @@ static int check_header(loader *L)
         return smoe__fail(SMOE_ETRUNC, "%s: header: the file is %" PRIu64
                           " bytes, shorter than the %u-byte header",
                           p, L->actual, SMOE__VAULT_HEADER_SIZE);
-    int rc = read_at(L, L->raw, SMOE__VAULT_HEADER_SIZE, 0, "header");
+    int rc = smoe__vload_read(L, L->raw, SMOE__VAULT_HEADER_SIZE, 0, "header");
     if (rc < 0)
         return rc;
     const unsigned char *r = L->raw;
@@ -115,10 +73,12 @@ static int check_header(loader *L)
     h->file_size = smoe__le64(r + 88);
     h->checksum = smoe__hash_get(r + 120);
 
+    if (h->version == SMOE__VAULT_VERSION_INDEX)
+        return 0; /* the rest is vault_v2.c's */
     if (h->version != SMOE__VAULT_VERSION)
         return smoe__fail(SMOE_EVERSION, "%s: header field version: found %" PRIu32
-                          ", expected %u (this library reads version %u only)",
-                          p, h->version, SMOE__VAULT_VERSION, SMOE__VAULT_VERSION);
+                          ", expected %u or %u (the versions this library reads)",
+                          p, h->version, SMOE__VAULT_VERSION, SMOE__VAULT_VERSION_INDEX);
     if (h->header_size != SMOE__VAULT_HEADER_SIZE)
         return smoe__fail(SMOE_EFORMAT, "%s: header field header_size: found %" PRIu32
                           ", expected %u", p, h->header_size, SMOE__VAULT_HEADER_SIZE);
@@ -145,30 +105,22 @@ static int check_header(loader *L)
 
 /* ---- step 2: counts ------------------------------------------------- */
 
-static int count_range(const loader *L, const char *field, uint64_t v, uint64_t max)
-{
-    if (v >= 1 && v <= max)
-        return 0;
-    return smoe__fail(SMOE_ECOUNT, "%s: header field %s: found %" PRIu64
-                      ", expected 1..%" PRIu64, L->path, field, v, max);
-}
-
 static int check_counts(loader *L)
 {
     const header *h = &L->h;
     const char *p = L->path;
     int rc;
-    if ((rc = count_range(L, "layers", h->layers, 65536)) < 0 ||
-        (rc = count_range(L, "experts", h->experts, 65536)) < 0)
+    if ((rc = smoe__vload_count(L, "layers", h->layers, 65536)) < 0 ||
+        (rc = smoe__vload_count(L, "experts", h->experts, 65536)) < 0)
         return rc;
     uint64_t pairs = (uint64_t)h->layers * h->experts;
     if (pairs > SMOE__MAX_EXPERTS_TOTAL)
         return smoe__fail(SMOE_ECOUNT, "%s: header fields layers x experts: found %" PRIu32
                           " x %" PRIu32 " = %" PRIu64 ", expected at most %u",
                           p, h->layers, h->experts, pairs, SMOE__MAX_EXPERTS_TOTAL);
-    if ((rc = count_range(L, "entries", h->entries, pairs)) < 0 ||
-        (rc = count_range(L, "layouts", h->layouts, SMOE__MAX_LAYOUTS)) < 0 ||
-        (rc = count_range(L, "components", h->components, SMOE__MAX_COMPONENTS)) < 0)
+    if ((rc = smoe__vload_count(L, "entries", h->entries, pairs)) < 0 ||
+        (rc = smoe__vload_count(L, "layouts", h->layouts, SMOE__MAX_LAYOUTS)) < 0 ||
+        (rc = smoe__vload_count(L, "components", h->components, SMOE__MAX_COMPONENTS)) < 0)
         return rc;
     if (h->meta_bytes > SMOE__META_MAX)
         return smoe__fail(SMOE_ECOUNT, "%s: header field meta_bytes: found %" PRIu64
@@ -204,216 +156,25 @@ static int check_counts(loader *L)
 static int check_locations(loader *L)
 {
     const header *h = &L->h;
-    const char *p = L->path;
     L->reg[0] = (region){"table_offset", "expert table", h->table_offset,
                          (uint64_t)h->entries * SMOE__ENTRY_SIZE};
     L->reg[1] = (region){"layout_offset", "layout and component tables", h->layout_offset,
                          (uint64_t)h->layouts * SMOE__LAYOUT_SIZE +
                              (uint64_t)h->components * SMOE__COMPONENT_SIZE};
     L->reg[2] = (region){"meta_offset", "metadata", h->meta_offset, h->meta_bytes};
-    for (int i = 0; i < 3; i++) {
-        const region *g = &L->reg[i];
-        if (g->off > UINT64_MAX - g->len)
-            return smoe__fail(SMOE_EOVERFLOW, "%s: header field %s: %s offset %" PRIu64
-                              " plus its size %" PRIu64 " overflows", p, g->field, g->what,
-                              g->off, g->len);
-        if (g->off % 8 != 0)
-            return smoe__fail(SMOE_EALIGN, "%s: header field %s: %s offset %" PRIu64
-                              " is not a multiple of 8", p, g->field, g->what, g->off);
-        if (g->off < h->data_offset)
-            return smoe__fail(SMOE_ERANGE, "%s: header field %s: %s offset %" PRIu64
-                              " lies in the header area, expected at least data_offset %"
-                              PRIu64, p, g->field, g->what, g->off, h->data_offset);
-        if (g->off + g->len > h->file_size)
-            return smoe__fail(SMOE_ERANGE, "%s: header field %s: %s [%" PRIu64 ", %" PRIu64
-                              ") ends past file_size %" PRIu64, p, g->field, g->what,
-                              g->off, g->off + g->len, h->file_size);
-    }
-    for (int i = 0; i < 3; i++)
-        for (int j = i + 1; j < 3; j++) {
-            const region *a = &L->reg[i], *b = &L->reg[j];
-            if (a->len && b->len && a->off < b->off + b->len && b->off < a->off + a->len)
-                return smoe__fail(SMOE_EOVERLAP, "%s: header fields %s and %s: the %s [%"
-                                  PRIu64 ", %" PRIu64 ") overlaps the %s [%" PRIu64 ", %"
-                                  PRIu64 ")", p, a->field, b->field, a->what, a->off,
-                                  a->off + a->len, b->what, b->off, b->off + b->len);
-        }
-    return 0;
+    L->n_reg = 3;
+    return smoe__vload_regions(L, h->data_offset);
 }
 
 /* ---- step 4: read the tables, compare the checksum ------------------- */
 
 static int read_tables(loader *L)
 {
-    const header *h = &L->h;
-    /* Sizes were bounded by the file's size in check_counts(); on a 32-bit
-     * machine that can still exceed what one allocation may hold. */
-    if (L->reg[1].len > SIZE_MAX / 2 || L->reg[0].len > SIZE_MAX / 2)
-        return smoe__fail(SMOE_ENOMEM, "%s: the vault's tables are too large for this "
-                          "machine", L->path);
-    L->table = smoe__malloc(L->reg[0].len ? (size_t)L->reg[0].len : 1);
-    L->lct = smoe__malloc(L->reg[1].len ? (size_t)L->reg[1].len : 1);
-    L->meta = smoe__malloc(h->meta_bytes ? (size_t)h->meta_bytes : 1);
-    if (!L->table || !L->lct || !L->meta)
-        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's tables", L->path);
-    int rc;
-    if ((rc = read_at(L, L->table, L->reg[0].len, L->reg[0].off, "expert table")) < 0 ||
-        (rc = read_at(L, L->lct, L->reg[1].len, L->reg[1].off,
-                      "layout and component tables")) < 0 ||
-        (rc = read_at(L, L->meta, L->reg[2].len, L->reg[2].off, "metadata")) < 0)
-        return rc;
-
-    const smoe__bytes parts[] = {
-        {L->raw, 120},
-        {L->table, (size_t)L->reg[0].len},
-        {L->lct, (size_t)L->reg[1].len},
-        {L->meta, (size_t)L->reg[2].len},
-    };
-    uint64_t sum;
-    if (smoe__hash_parts(parts, 4, &sum) < 0)
-        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the checksum state", L->path);
-#ifndef SMOE_FUZZING
-    /* Fuzzing builds skip only this comparison, so that mutated inputs reach
-     * the semantic checks below instead of all stopping here. */
-    if (sum != h->checksum)
-        return smoe__fail(SMOE_EHDRSUM, "%s: header field checksum: stored %016" PRIx64
-                          ", computed %016" PRIx64 " over the header, tables and metadata "
-                          "(corrupt header or tables)", L->path, h->checksum, sum);
-#else
-    (void)sum;
-#endif
-    return 0;
+    unsigned char **bufs[SMOE__VREGIONS] = {&L->table, &L->lct, &L->meta};
+    return smoe__vload_tables(L, bufs);
 }
 
 /* ---- step 5a: components and layouts ----------------------------------- */
-
-static int check_component(loader *L, smoe__vault *v, uint32_t i)
-{
-    const unsigned char *r = L->lct + (size_t)L->h.layouts * SMOE__LAYOUT_SIZE +
-                             (size_t)i * SMOE__COMPONENT_SIZE;
-    smoe_component *c = &v->components[i];
-    char where[1100];
-    snprintf(where, sizeof where, "%s: component %" PRIu32, L->path, i);
-    memcpy(c->name, r, SMOE_COMPONENT_NAME_MAX);
-    c->dtype = smoe__le32(r + 64);
-    c->ndim = smoe__le32(r + 68);
-    for (int d = 0; d < SMOE_MAX_DIMS; d++)
-        c->shape[d] = smoe__le64(r + 72 + 8 * d);
-    c->offset = smoe__le64(r + 104);
-    c->nbytes = smoe__le64(r + 112);
-    c->quant_group = smoe__le32(r + 120);
-    c->quant_bits = smoe__le32(r + 124);
-    const char *nul = memchr(r, 0, SMOE_COMPONENT_NAME_MAX);
-    for (size_t k = nul ? (size_t)(nul - (const char *)r) : SMOE_COMPONENT_NAME_MAX;
-         k < SMOE_COMPONENT_NAME_MAX; k++)
-        if (r[k] != 0)
-            return smoe__fail(SMOE_EFORMAT, "%s (%s): field name is not NUL-padded (byte %zu "
-                              "is 0x%02x)", where, c->name, k, r[k]);
-    return smoe__component_check(c, L->h.component_align, where);
-}
-
-static int cmp_str_ptr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-typedef struct span {
-    uint64_t off, len;
-    uint32_t idx;
-} span;
-
-static int cmp_span(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    if (x->off != y->off)
-        return x->off < y->off ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/* Layout j's components: in increasing, non-overlapping order, ending at
- * its extent, with unique names (names: room for their pointers). */
-static int check_layout_components(loader *L, const smoe__vault *v, uint32_t j,
-                                   const char **names)
-{
-    const char *p = L->path;
-    const smoe__vault_layout *lo = &v->layouts[j];
-    const smoe_component *c = &v->components[lo->first];
-    for (uint32_t k = 1; k < lo->n; k++)
-        if (c[k].offset < c[k - 1].offset + c[k - 1].nbytes)
-            return smoe__fail(SMOE_EOVERLAP, "%s: layout %" PRIu32 ": component %" PRIu32
-                              " (%s) at offset %" PRIu64 " overlaps or precedes component %"
-                              PRIu32 " (%s) ending at %" PRIu64 ", expected increasing, "
-                              "non-overlapping offsets", p, j, lo->first + k, c[k].name,
-                              c[k].offset, lo->first + k - 1, c[k - 1].name,
-                              c[k - 1].offset + c[k - 1].nbytes);
-    uint64_t end = c[lo->n - 1].offset + c[lo->n - 1].nbytes;
-    if (lo->min_bytes != end)
-        return smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": field extent: found %" PRIu64
-                          ", expected %" PRIu64 " (end of its last component)",
-                          p, j, lo->min_bytes, end);
-    for (uint32_t k = 0; k < lo->n; k++)
-        names[k] = c[k].name;
-    qsort(names, lo->n, sizeof *names, cmp_str_ptr);
-    for (uint32_t k = 1; k < lo->n; k++)
-        if (strcmp(names[k], names[k - 1]) == 0)
-            return smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": component name \"%s\" "
-                              "appears twice, expected unique names", p, j, names[k]);
-    return 0;
-}
-
-static int check_layouts(loader *L, smoe__vault *v)
-{
-    const char *p = L->path;
-    const header *h = &L->h;
-    int rc = 0;
-    for (uint32_t i = 0; i < h->components; i++)
-        if ((rc = check_component(L, v, i)) < 0)
-            return rc;
-
-    /* Layout records: their component ranges must not overlap each other,
-     * so the checks below visit every component at most once. */
-    span *sp = smoe__malloc((size_t)h->layouts * sizeof *sp);
-    const char **names = smoe__malloc((size_t)h->components * sizeof *names);
-    if (!sp || !names) {
-        rc = smoe__fail(SMOE_ENOMEM, "%s: no memory to check the layouts", p);
-        goto out;
-    }
-    for (uint32_t j = 0; j < h->layouts; j++) {
-        const unsigned char *r = L->lct + (size_t)j * SMOE__LAYOUT_SIZE;
-        smoe__vault_layout *lo = &v->layouts[j];
-        lo->first = smoe__le32(r);
-        lo->n = smoe__le32(r + 4);
-        lo->min_bytes = smoe__le64(r + 8);
-        if (lo->n == 0) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": field n_components is 0, "
-                            "expected at least 1", p, j);
-            goto out;
-        }
-        if ((uint64_t)lo->first + lo->n > h->components) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: layout %" PRIu32 ": fields first_component + "
-                            "n_components: %" PRIu32 " + %" PRIu32 " exceeds components %"
-                            PRIu32, p, j, lo->first, lo->n, h->components);
-            goto out;
-        }
-        sp[j] = (span){lo->first, lo->n, j};
-    }
-    qsort(sp, h->layouts, sizeof *sp, cmp_span);
-    for (uint32_t k = 1; k < h->layouts; k++)
-        if (sp[k].off < sp[k - 1].off + sp[k - 1].len) {
-            rc = smoe__fail(SMOE_EOVERLAP, "%s: layout %" PRIu32 ": components [%" PRIu64
-                            ", %" PRIu64 ") overlap those of layout %" PRIu32 " [%" PRIu64
-                            ", %" PRIu64 ")", p, sp[k].idx, sp[k].off, sp[k].off + sp[k].len,
-                            sp[k - 1].idx, sp[k - 1].off, sp[k - 1].off + sp[k - 1].len);
-            goto out;
-        }
-
-    for (uint32_t j = 0; j < h->layouts && rc == 0; j++)
-        rc = check_layout_components(L, v, j, names);
-out:
-    free(sp);
-    free(names);
-    return rc;
-}
 
 /* ---- step 5b: expert table entries ------------------------------------ */
 
@@ -429,7 +190,7 @@ static uint32_t first_entry_of(const loader *L, uint32_t layer, uint32_t expert,
     return limit;
 }
 
-#define ENTRY_FMT "%s: expert table entry %" PRIu32 " (layer %" PRIu32 ", expert %" PRIu32 "): "
+#define ENTRY_FMT SMOE__ENTRY_FMT
 
 /* Check entry i's fields and fill its index entry: range, duplicates,
  * alignment, sizes, overflow, file coverage, in the spec's order. */
@@ -517,7 +278,7 @@ static int check_overlaps(loader *L, span *sp)
 {
     const char *p = L->path;
     const header *h = &L->h;
-    qsort(sp, h->entries, sizeof *sp, cmp_span);
+    qsort(sp, h->entries, sizeof *sp, smoe__vspan_cmp);
     for (uint32_t k = 0; k < h->entries; k++) {
         const unsigned char *r = L->table + (size_t)sp[k].idx * SMOE__ENTRY_SIZE;
         uint32_t layer = smoe__le32(r), expert = smoe__le32(r + 4);
@@ -555,91 +316,9 @@ static int check_entries(loader *L, smoe__vault *v, span *sp)
 
 /* ---- metadata ------------------------------------------------------------ */
 
-/*
- * v->meta holds the raw text, a NUL, then a parsed copy of the same length
- * in which each line's first '=' and its '\n' are NULs: key\0value\0...
- */
-static int parse_meta(loader *L, smoe__vault *v)
-{
-    const char *p = L->path;
-    size_t n = (size_t)L->h.meta_bytes;
-    char *m = smoe__malloc(2 * n + 2);
-    if (!m)
-        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the metadata", p);
-    memcpy(m, L->meta, n);
-    m[n] = 0;
-    char *kv = m + n + 1;
-    memcpy(kv, L->meta, n);
-    kv[n] = 0;
-    v->meta = m;
-    v->meta_bytes = n;
-
-    if (memchr(L->meta, 0, n))
-        return smoe__fail(SMOE_EFORMAT, "%s: metadata: contains a NUL byte, expected "
-                          "key=value text lines", p);
-    if (!smoe__utf8_valid(L->meta, n))
-        return smoe__fail(SMOE_EFORMAT, "%s: metadata: not valid UTF-8", p);
-    if (n > 0 && kv[n - 1] != '\n')
-        return smoe__fail(SMOE_EFORMAT, "%s: metadata: the last line does not end with a "
-                          "newline", p);
-    unsigned line = 0;
-    for (char *s = kv; s < kv + n; line++) {
-        char *nl = memchr(s, '\n', (size_t)(kv + n - s));
-        char *eq = memchr(s, '=', (size_t)(nl - s));
-        if (!eq)
-            return smoe__fail(SMOE_EFORMAT, "%s: metadata line %u: no '=', expected key=value",
-                              p, line + 1);
-        if (eq == s)
-            return smoe__fail(SMOE_EFORMAT, "%s: metadata line %u: empty key", p, line + 1);
-        *eq = 0;
-        *nl = 0;
-        if (smoe__vault_meta(v, s) != eq + 1)
-            return smoe__fail(SMOE_EFORMAT, "%s: metadata line %u: key \"%s\" appears twice",
-                              p, line + 1, s);
-        s = nl + 1;
-    }
-    /* smoe__vault_meta() found each key at its own line above, so it now
-     * sees every line; keys are unique. */
-    const char *tk = smoe__vault_meta(v, "top_k");
-    if (tk) {
-        uint64_t k = 0;
-        const char *c = tk;
-        for (; *c >= '0' && *c <= '9' && k <= L->h.experts; c++)
-            k = k * 10 + (uint64_t)(*c - '0');
-        if (c == tk || *c != 0 || k < 1 || k > L->h.experts)
-            return smoe__fail(SMOE_EFORMAT, "%s: metadata key top_k: found \"%s\", expected "
-                              "a decimal number from 1 to experts (%" PRIu32 ")",
-                              p, tk, L->h.experts);
-        v->top_k = (uint32_t)k;
-    }
-    return 0;
-}
-
-const char *smoe__vault_meta(const smoe__vault *v, const char *key)
-{
-    if (!v || !v->meta || !key)
-        return NULL;
-    const char *s = v->meta + v->meta_bytes + 1, *end = s + v->meta_bytes;
-    /* Stops at the first line not yet split (during parsing): its key
-     * would run to the end, past `end`. */
-    while (s < end) {
-        size_t kl = strlen(s);
-        if (s + kl >= end)
-            break;
-        const char *val = s + kl + 1;
-        size_t vl = strlen(val);
-        if (val + vl > end)
-            break;
-        if (strcmp(s, key) == 0)
-            return val;
-        s = val + vl + 1;
-    }
-    return NULL;
-}
-
 /* ---- load and free ------------------------------------------------------- */
 
-static int open_and_check(loader *L, smoe__vault *v)
+static int load(loader *L, smoe__vault *v)
 {
     int rc;
     /* Without blocking: a FIFO would wait for a writer forever. */
@@ -657,38 +336,24 @@ static int open_and_check(loader *L, smoe__vault *v)
     L->actual = st.size;
     v->dev = st.dev;
     v->ino = st.ino;
-    if ((rc = check_header(L)) < 0 || (rc = check_counts(L)) < 0 ||
-        (rc = smoe__shape_check(L->h.layers, L->h.experts, L->h.entries, L->path)) < 0 ||
-        (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0)
+    if ((rc = check_header(L)) < 0)
         return rc;
-
-    const header *h = &L->h;
-    size_t plen = strlen(L->path) + 1;
-    v->path = smoe__malloc(plen);
-    if (v->path)
-        memcpy(v->path, L->path, plen);
-    v->components = smoe__calloc(h->components, sizeof *v->components);
-    v->layouts = smoe__calloc(h->layouts, sizeof *v->layouts);
-    v->index = smoe__calloc((size_t)h->layers * h->experts, sizeof *v->index);
-    span *sp = smoe__malloc((size_t)h->entries * sizeof *sp);
-    if (!v->path || !v->components || !v->layouts || !v->index || !sp) {
-        free(sp);
+    if (L->h.version == SMOE__VAULT_VERSION_INDEX)
+        return smoe__vload_v2(L, v);
+    if ((rc = check_counts(L)) < 0 ||
+        (rc = smoe__shape_check(L->h.layers, L->h.experts, L->h.entries, L->path)) < 0 ||
+        (rc = check_locations(L)) < 0 || (rc = read_tables(L)) < 0 ||
+        (rc = smoe__vload_alloc(L, v)) < 0)
+        return rc;
+    span *sp = smoe__malloc((size_t)L->h.entries * sizeof *sp);
+    if (!sp)
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the vault's index", L->path);
-    }
-    v->layers = h->layers;
-    v->experts = h->experts;
-    v->entries = h->entries;
-    v->n_layouts = h->layouts;
-    v->n_components = h->components;
-    v->component_align = h->component_align;
-    v->file_size = L->actual;
-    v->vault_id = h->checksum;
-    rc = check_layouts(L, v);
+    rc = smoe__vload_layouts(L, v);
     if (rc == 0)
         rc = check_entries(L, v, sp);
     free(sp);
     if (rc == 0)
-        rc = parse_meta(L, v);
+        rc = smoe__vload_meta(L, v);
     return rc;
 }
 
@@ -715,20 +380,22 @@ int smoe__vault_load_ex(smoe__vault *v, const char *path, const smoe__io *io, un
     L.path = path;
     L.io = io;
     L.fd = -1;
-    int rc = open_and_check(&L, v);
+    int rc = load(&L, v);
     memcpy(v->read, L.read, sizeof v->read);
     v->n_read = L.n_read;
     if (L.fd >= 0) {
         /* The header and tables were read buffered; blobs never are. Leave
          * the page cache as it was: reading a vault must not grow it. Only
          * these pages: the blobs' may be cached for someone else. */
-        if (!(flags & SMOE__VAULT_KEEP_CACHE))
+        if (!(flags & SMOE__VAULT_KEEP_CACHE) || L.h.version == SMOE__VAULT_VERSION_INDEX)
             smoe__vault_drop_read(v, io, L.fd);
         smoe__io_close(io, L.fd);
     }
     free(L.table);
     free(L.lct);
     free(L.meta);
+    free(L.xts);
+    free(L.srcs);
     if (rc < 0)
         smoe__vault_free(v);
     return rc < 0 ? rc : 0;
@@ -743,5 +410,12 @@ void smoe__vault_free(smoe__vault *v)
     free(v->layouts);
     free(v->components);
     free(v->meta);
+    for (uint32_t i = 0; v->sources && i < v->n_sources; i++)
+        free(v->sources[i].name);
+    free(v->sources);
+    free(v->extents);
+    free(v->xent);
+    free(v->segs);
+    free(v->comp_at);
     memset(v, 0, sizeof *v);
 }

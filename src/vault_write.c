@@ -400,18 +400,8 @@ static void fill_tables(const smoe_writer *w, unsigned char *t)
         smoe__put_le32(p + 4, w->layouts[i].n);
         smoe__put_le64(p + 8, w->layouts[i].extent);
     }
-    for (uint32_t i = 0; i < w->n_comps; i++, p += SMOE__COMPONENT_SIZE) {
-        const smoe_component *c = &w->comps[i];
-        memcpy(p, c->name, SMOE_COMPONENT_NAME_MAX);
-        smoe__put_le32(p + 64, c->dtype);
-        smoe__put_le32(p + 68, c->ndim);
-        for (int d = 0; d < SMOE_MAX_DIMS; d++)
-            smoe__put_le64(p + 72 + 8 * d, c->shape[d]);
-        smoe__put_le64(p + 104, c->offset);
-        smoe__put_le64(p + 112, c->nbytes);
-        smoe__put_le32(p + 120, c->quant_group);
-        smoe__put_le32(p + 124, c->quant_bits);
-    }
+    for (uint32_t i = 0; i < w->n_comps; i++, p += SMOE__COMPONENT_SIZE)
+        smoe__component_put(p, &w->comps[i]);
     for (uint32_t i = 0; i < w->n_meta; i++) {
         size_t kl = strlen(w->meta[i].key), vl = strlen(w->meta[i].value);
         memcpy(p, w->meta[i].key, kl);

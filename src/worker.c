@@ -1,11 +1,12 @@
 /*
  * worker.c - the streamer's I/O threads.
  *
- * Each worker owns one descriptor (direct I/O is serialised per
- * descriptor on some systems; one each gives the drive its full queue
- * depth). A blob is read in chunks: arming a load queues one token per
- * chunk, so a demand blob spreads over every idle worker at once. Loop:
- * pop a token from the demand queue, and only when it is empty from the
+ * Each worker owns one descriptor of a packed vault (direct I/O is
+ * serialised per descriptor on some systems; one each gives the drive its
+ * full queue depth); an index vault's are per source file, opened in
+ * smoe_open (source.c), and a chunk's read goes through extent.c. A blob
+ * is read in chunks: arming a load queues one token per chunk, so a
+ * demand blob spreads over every idle worker at once. Loop: pop a token from the demand queue, and only when it is empty from the
  * speculative one, so demand waits at most one chunk of lower-priority
  * work per worker; mark the slot STARTED (which also drops tokens of a
  * cancelled or stale load); take the next chunk of the load (each chunk of
@@ -29,6 +30,7 @@
 
 #include "platform/dio.h"
 #include "error.h"
+#include "extent.h"
 #include "internal.h"
 #include "platform/park.h"
 #include "platform/thread.h"
@@ -70,20 +72,21 @@ static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded
 }
 
 /* The last chunk landed: verify, record the latency, publish. */
-static void load_done(struct smoe_stream *s, uint32_t v, const smoe__vault_entry *e)
+static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, uint32_t key,
+                      const smoe__vault_entry *e)
 {
     int err = smoe__slot_load_error(s, v);
     if (err == 0 && s->verify) {
         const uint8_t *data = smoe__slot_data(&s->ring, v);
         uint64_t dirt;
-        if (smoe__hash(data, e->size) != e->hash) {
+        if (smoe__extent_hash(s, wk, key, data) != e->hash) {
             err = SMOE_ECHECKSUM;
             smoe__slot_note_fault(s, v, SMOE__FAULT_NONE, NULL);
-        } else if ((dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
+        } else if (!s->src.n && (dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
             /* The format promises zero padding (`smoe verify` checks it
              * too): bytes there mean the blob is not what was written. */
             err = SMOE_ECHECKSUM;
-            const smoe__io_fail at = {e->offset + dirt, 0, 0, 0};
+            const smoe__io_fail at = {e->offset + dirt, 0, 0, 0, 0};
             smoe__slot_note_fault(s, v, SMOE__FAULT_PADDING, &at);
         }
     }
@@ -112,17 +115,19 @@ static void run_request(smoe__worker *wk, smoe__req rq)
         return; /* not armed yet, or every chunk of this arming is taken */
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
-    int err = smoe__io_read_full_ex(s->io, wk->fd, smoe__slot_data(&s->ring, rq.slot) + off,
-                                    (size_t)len, e->offset + off, wk->align, &s->stop, &why);
+    uint64_t got = 0;
+    /* the chunk's part of the load: one read of a packed vault, the
+     * segments of an index vault's sources in the range (extent.c) */
+    int err = smoe__extent_read(s, wk, rq.slot, key, off, len, &got, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err)
         smoe__slot_chunk_failed(s, rq.slot, err,
                                 err == SMOE_ESHUTDOWN ? SMOE__FAULT_NONE : SMOE__FAULT_READ,
                                 &why);
     else
-        SMOE__COUNT(s, c_bytes_read, len);
+        SMOE__COUNT(s, c_bytes_read, got);
     if (smoe__slot_chunk_landed(s, rq.slot))
-        load_done(s, rq.slot, e);
+        load_done(s, wk, rq.slot, key, e);
 }
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)

@@ -128,6 +128,12 @@ static int write_all(FILE *f, const void *p, size_t n)
 int fx_write_st(const char *path, const fx_model *m, size_t first, size_t count,
                 const char *header_override)
 {
+    return fx_write_st_pad(path, m, first, count, header_override, -1);
+}
+
+int fx_write_st_pad(const char *path, const fx_model *m, size_t first, size_t count,
+                    const char *header_override, int pad_to)
+{
     sbuf h = {0};
     uint64_t off = 0;
     sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
@@ -144,7 +150,8 @@ int fx_write_st(const char *path, const fx_model *m, size_t first, size_t count,
     sb_printf(&h, "}");
     const char *hdr = header_override ? header_override : h.p;
     size_t hl = strlen(hdr);
-    size_t pad = (8 - hl % 8) % 8; /* the reference writer pads with spaces */
+    /* the reference writer pads with spaces to a multiple of 8 */
+    size_t pad = pad_to < 0 ? (8 - hl % 8) % 8 : (8 + (size_t)pad_to - hl % 8) % 8;
     FILE *f = fopen(path, "wb");
     int rc = f ? 0 : -1;
     uint8_t len[8];
@@ -269,4 +276,264 @@ uint8_t *fx_read_all(const char *path, size_t *n)
 int fx_truncate(const char *path, uint64_t n)
 {
     return truncate(path, (off_t)n);
+}
+
+/* ---- the model families the tests write -------------------------------- */
+
+static const uint64_t S_GATE[] = {8, 16}, S_DOWN[] = {16, 8};
+
+void fx_model_qwen(fx_model *m, uint32_t experts)
+{
+    static const uint64_t emb[] = {32, 16}, norm[] = {16}, router[] = {4, 16};
+    uint64_t seed = 1;
+    fx_add(m, "model.embed_tokens.weight", "BF16", 2, emb, 16, seed++);
+    fx_add(m, "model.layers.0.mlp.gate_proj.weight", "BF16", 2, S_GATE, 16, seed++);
+    fx_add(m, "model.layers.0.mlp.up_proj.weight", "BF16", 2, S_GATE, 16, seed++);
+    fx_add(m, "model.layers.0.mlp.down_proj.weight", "BF16", 2, S_DOWN, 16, seed++);
+    for (uint32_t l = 1; l < 3; l++) {
+        char n[160];
+        snprintf(n, sizeof n, "model.layers.%u.input_layernorm.weight", l);
+        fx_add(m, n, "F32", 1, norm, 32, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.gate.weight", l);
+        fx_add(m, n, "BF16", 2, router, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.shared_expert.gate_proj.weight", l);
+        fx_add(m, n, "BF16", 2, S_GATE, 16, seed++);
+        for (uint32_t e = 0; e < experts; e++) {
+            snprintf(n, sizeof n, "model.layers.%u.mlp.experts.%u.gate_proj.weight", l, e);
+            fx_add(m, n, "BF16", 2, S_GATE, 16, seed++);
+            snprintf(n, sizeof n, "model.layers.%u.mlp.experts.%u.up_proj.weight", l, e);
+            fx_add(m, n, "BF16", 2, S_GATE, 16, seed++);
+            snprintf(n, sizeof n, "model.layers.%u.mlp.experts.%u.down_proj.weight", l, e);
+            fx_add(m, n, "BF16", 2, S_DOWN, 16, seed++);
+        }
+    }
+    fx_add(m, "model.norm.weight", "F32", 1, norm, 32, seed++);
+}
+
+size_t fx_model_mixtral(fx_model *m)
+{
+    static const uint64_t emb[] = {32, 16}, router[] = {8, 16};
+    uint64_t seed = 100;
+    fx_add(m, "model.embed_tokens.weight", "F16", 2, emb, 16, seed++);
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t e = 0; e < 8; e++) {
+            char n[160];
+            static const char *const w[] = {"w1", "w2", "w3"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(n, sizeof n, "model.layers.%u.block_sparse_moe.experts.%u.%s.weight", l,
+                         e, w[k]);
+                fx_add(m, n, "F16", 2, k == 1 ? S_DOWN : S_GATE, 16, seed++);
+            }
+            if (e == 0) {
+                snprintf(n, sizeof n, "model.layers.%u.block_sparse_moe.gate.weight", l);
+                fx_add(m, n, "F16", 2, router, 16, seed++);
+            }
+        }
+    return m->n / 2 + 5;
+}
+
+void fx_model_switch_mlp(fx_model *m)
+{
+    static const uint64_t emb[] = {32, 16}, g[] = {6, 8, 16}, d[] = {6, 16, 8};
+    uint64_t seed = 200;
+    fx_add(m, "model.embed_tokens.weight", "BF16", 2, emb, 16, seed++);
+    for (uint32_t l = 0; l < 3; l++) {
+        char n[160];
+        snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.gate_proj.weight", l);
+        fx_add(m, n, "BF16", 3, g, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.up_proj.weight", l);
+        fx_add(m, n, "BF16", 3, g, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.down_proj.weight", l);
+        fx_add(m, n, "BF16", 3, d, 16, seed++);
+    }
+}
+
+void fx_model_gpt_oss(fx_model *m)
+{
+    static const uint64_t gu[] = {4, 16, 32}, gub[] = {4, 32}, dn[] = {4, 16, 16},
+                          dnb[] = {4, 16};
+    uint64_t seed = 300;
+    for (uint32_t l = 0; l < 2; l++) {
+        char n[160];
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.gate_up_proj", l);
+        fx_add(m, n, "BF16", 3, gu, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.gate_up_proj_bias", l);
+        fx_add(m, n, "BF16", 2, gub, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.down_proj", l);
+        fx_add(m, n, "BF16", 3, dn, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.down_proj_bias", l);
+        fx_add(m, n, "BF16", 2, dnb, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.router.weight", l);
+        fx_add(m, n, "BF16", 2, dnb, 16, seed++);
+    }
+}
+
+void fx_model_mlx(fx_model *m)
+{
+    /* 4-bit, group 32: a row of 64 values is 8 words and 2 groups. */
+    static const uint64_t w[] = {4, 8, 8}, sg[] = {4, 8, 2}, ew[] = {32, 8}, es[] = {32, 2};
+    uint64_t seed = 400;
+    fx_add(m, "model.embed_tokens.weight", "U32", 2, ew, 32, seed++);
+    fx_add(m, "model.embed_tokens.scales", "BF16", 2, es, 16, seed++);
+    fx_add(m, "model.embed_tokens.biases", "BF16", 2, es, 16, seed++);
+    for (uint32_t l = 0; l < 2; l++) {
+        static const char *const c[] = {"gate", "up", "down"};
+        for (int k = 0; k < 3; k++) {
+            char n[160];
+            snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.%s_proj.weight", l, c[k]);
+            fx_add(m, n, "U32", 3, w, 32, seed++);
+            snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.%s_proj.scales", l, c[k]);
+            fx_add(m, n, "BF16", 3, sg, 16, seed++);
+            snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.%s_proj.biases", l, c[k]);
+            fx_add(m, n, "BF16", 3, sg, 16, seed++);
+        }
+    }
+}
+
+enum { GGML_F32 = 0, GGML_Q4_K = 12, GGML_Q6_K = 14, GGML_Q8_0 = 8 };
+
+void fx_model_gguf(fx_model *m, int mixed)
+{
+    static const uint64_t emb[] = {32, 256}, norm[] = {256}, router[] = {4, 256},
+                          g[] = {4, 8, 256}, d[] = {4, 8, 256};
+    uint64_t seed = 500;
+    fx_add_ggml(m, "token_embd.weight", GGML_Q8_0, 32, 34, 2, emb, seed++);
+    for (uint32_t l = 0; l < 2; l++) {
+        char n[160];
+        snprintf(n, sizeof n, "blk.%u.attn_norm.weight", l);
+        fx_add_ggml(m, n, GGML_F32, 1, 4, 1, norm, seed++);
+        snprintf(n, sizeof n, "blk.%u.ffn_gate_inp.weight", l);
+        fx_add_ggml(m, n, GGML_F32, 1, 4, 2, router, seed++);
+        snprintf(n, sizeof n, "blk.%u.ffn_gate_exps.weight", l);
+        fx_add_ggml(m, n, GGML_Q4_K, 256, 144, 3, g, seed++);
+        snprintf(n, sizeof n, "blk.%u.ffn_up_exps.weight", l);
+        fx_add_ggml(m, n, GGML_Q4_K, 256, 144, 3, g, seed++);
+        snprintf(n, sizeof n, "blk.%u.ffn_down_exps.weight", l);
+        if (mixed && l == 1) /* llama.cpp's _M mixes: down in Q6_K on some layers */
+            fx_add_ggml(m, n, GGML_Q6_K, 256, 210, 3, d, seed++);
+        else
+            fx_add_ggml(m, n, GGML_Q4_K, 256, 144, 3, d, seed++);
+    }
+    fx_add_ggml(m, "output_norm.weight", GGML_F32, 1, 4, 1, norm, seed++);
+}
+
+const fx_kv FX_GGUF_KV[4] = {
+    {"general.architecture", "qwen3moe", 0},
+    {"general.name", "Tiny MoE", 0},
+    {"qwen3moe.expert_count", NULL, 4},
+    {"qwen3moe.expert_used_count", NULL, 2},
+};
+
+void fx_model_nemotron_h(fx_model *m, int stacked)
+{
+    /* Nemotron-H: Mamba layers (0, 2) without experts; MoE layers (1, 3)
+     * with up and down projections only (no gate), and shared experts. */
+    static const uint64_t up[] = {12, 16}, down[] = {16, 12}, sup[] = {4, 12, 16},
+                          sdown[] = {4, 16, 12}, router[] = {4, 16}, emb[] = {32, 16},
+                          conv[] = {24, 1, 4};
+    uint64_t seed = 700;
+    fx_add(m, "backbone.embeddings.weight", "BF16", 2, emb, 16, seed++);
+    for (uint32_t l = 0; l < 4; l++) {
+        char n[160];
+        if (l % 2 == 0) {
+            snprintf(n, sizeof n, "backbone.layers.%u.mixer.conv1d.weight", l);
+            fx_add(m, n, "BF16", 3, conv, 16, seed++);
+            continue;
+        }
+        snprintf(n, sizeof n, "backbone.layers.%u.mixer.gate.weight", l);
+        fx_add(m, n, "F32", 2, router, 32, seed++);
+        snprintf(n, sizeof n, "backbone.layers.%u.mixer.shared_experts.up_proj.weight", l);
+        fx_add(m, n, "BF16", 2, up, 16, seed++);
+        snprintf(n, sizeof n, "backbone.layers.%u.mixer.shared_experts.down_proj.weight", l);
+        fx_add(m, n, "BF16", 2, down, 16, seed++);
+        if (stacked) {
+            snprintf(n, sizeof n, "backbone.layers.%u.mixer.experts.up_proj", l);
+            fx_add(m, n, "BF16", 3, sup, 16, seed++);
+            snprintf(n, sizeof n, "backbone.layers.%u.mixer.experts.down_proj", l);
+            fx_add(m, n, "BF16", 3, sdown, 16, seed++);
+            continue;
+        }
+        for (uint32_t e = 0; e < 4; e++) {
+            snprintf(n, sizeof n, "backbone.layers.%u.mixer.experts.%u.up_proj.weight", l, e);
+            fx_add(m, n, "BF16", 2, up, 16, seed++);
+            snprintf(n, sizeof n, "backbone.layers.%u.mixer.experts.%u.down_proj.weight", l, e);
+            fx_add(m, n, "BF16", 2, down, 16, seed++);
+        }
+    }
+}
+
+void fx_model_jetmoe(fx_model *m)
+{
+    /* JetMoE: stacked [experts, out, in] input_linear (gate and up fused)
+     * and output_linear; the attention experts (MoA) are not FFN experts. */
+    static const uint64_t in[] = {4, 24, 16}, out[] = {4, 16, 12}, moa_in[] = {4, 8, 16},
+                          moa_out[] = {4, 16, 8}, router[] = {4, 16}, bias[] = {16};
+    uint64_t seed = 800;
+    for (uint32_t l = 0; l < 2; l++) {
+        char n[160];
+        snprintf(n, sizeof n, "model.layers.%u.self_attention.experts.input_linear.weight", l);
+        fx_add(m, n, "BF16", 3, moa_in, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.self_attention.experts.output_linear.weight", l);
+        fx_add(m, n, "BF16", 3, moa_out, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.router.layer.weight", l);
+        fx_add(m, n, "BF16", 2, router, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.bias", l);
+        fx_add(m, n, "BF16", 1, bias, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.input_linear.weight", l);
+        fx_add(m, n, "BF16", 3, in, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.output_linear.weight", l);
+        fx_add(m, n, "BF16", 3, out, 16, seed++);
+    }
+}
+
+const fx_expect FX_QWEN_EX[3] = {
+    {"gate", "model.layers.{L}.mlp.experts.{E}.gate_proj.weight", 0},
+    {"up", "model.layers.{L}.mlp.experts.{E}.up_proj.weight", 0},
+    {"down", "model.layers.{L}.mlp.experts.{E}.down_proj.weight", 0},
+};
+const fx_expect FX_MIXTRAL_EX[3] = {
+    {"gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", 0},
+    {"up", "model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", 0},
+    {"down", "model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", 0},
+};
+const fx_expect FX_SWITCH_EX[3] = {
+    {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
+    {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
+    {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
+};
+const fx_expect FX_GPT_OSS_EX[4] = {
+    {"gate_up", "model.layers.{L}.mlp.experts.gate_up_proj", 1},
+    {"gate_up.bias", "model.layers.{L}.mlp.experts.gate_up_proj_bias", 1},
+    {"down", "model.layers.{L}.mlp.experts.down_proj", 1},
+    {"down.bias", "model.layers.{L}.mlp.experts.down_proj_bias", 1},
+};
+const fx_expect FX_MLX_EX[9] = {
+    {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
+    {"gate.scales", "model.layers.{L}.mlp.switch_mlp.gate_proj.scales", 1},
+    {"gate.biases", "model.layers.{L}.mlp.switch_mlp.gate_proj.biases", 1},
+    {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
+    {"up.scales", "model.layers.{L}.mlp.switch_mlp.up_proj.scales", 1},
+    {"up.biases", "model.layers.{L}.mlp.switch_mlp.up_proj.biases", 1},
+    {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
+    {"down.scales", "model.layers.{L}.mlp.switch_mlp.down_proj.scales", 1},
+    {"down.biases", "model.layers.{L}.mlp.switch_mlp.down_proj.biases", 1},
+};
+const fx_expect FX_GGUF_EX[3] = {
+    {"gate", "blk.{L}.ffn_gate_exps.weight", 1},
+    {"up", "blk.{L}.ffn_up_exps.weight", 1},
+    {"down", "blk.{L}.ffn_down_exps.weight", 1},
+};
+
+void fx_name(char *out, size_t n, const char *tmpl, uint32_t l, uint32_t e)
+{
+    size_t k = 0;
+    for (const char *p = tmpl; *p && k + 12 < n;) {
+        if (!strncmp(p, "{L}", 3) || !strncmp(p, "{E}", 3)) {
+            k += (size_t)snprintf(out + k, n - k, "%" PRIu32, p[1] == 'L' ? l : e);
+            p += 3;
+        } else {
+            out[k++] = *p++;
+        }
+    }
+    out[k] = 0;
 }

@@ -2,7 +2,7 @@
  * Description: `smoe pack`. Writes small safetensors and GGUF checkpoints
  * with known bytes (per-expert tensors, stacked 3-D tensors, mlx-quantised
  * tensors with scales and biases, a sharded set, GGUF with quantised ggml
- * types), packs each, and checks that every component's bytes in the vault
+ * types, Nemotron-H per expert and stacked, JetMoE), packs each, and checks that every component's bytes in the vault
  * equal the source slice, that the scout file holds every other tensor byte
  * for byte, and that `smoe verify` passes. Each class of bad input (a
  * truncated file, a header length past the end, JSON that is not an object,
@@ -120,26 +120,7 @@ static void expect_failure(const char *source, int code, const char *w1, const c
 
 /* ---- checking a packed vault -------------------------------------------- */
 
-/* How a component maps to source tensors: {L} and {E} in the name. */
-typedef struct expect {
-    const char *comp;
-    const char *tensor; /* name template */
-    int stacked;        /* the expert is the tensor's outermost dimension */
-} expect;
-
-static void subst(char *out, size_t n, const char *tmpl, uint32_t l, uint32_t e)
-{
-    size_t k = 0;
-    for (const char *p = tmpl; *p && k + 12 < n;) {
-        if (!strncmp(p, "{L}", 3) || !strncmp(p, "{E}", 3)) {
-            k += (size_t)snprintf(out + k, n - k, "%" PRIu32, p[1] == 'L' ? l : e);
-            p += 3;
-        } else {
-            out[k++] = *p++;
-        }
-    }
-    out[k] = 0;
-}
+typedef fx_expect expect;
 
 static int in_list(char **names, size_t n, const char *name)
 {
@@ -188,7 +169,7 @@ static void check_pack(const fx_model *m, const expect *ex, size_t nex, uint32_t
                     fail_msg("unexpected component '%s'", comp->name);
                 assert_int_equal(comp->offset % 256, 0);
                 char tn[256];
-                subst(tn, sizeof tn, x->tensor, l, e);
+                fx_name(tn, sizeof tn, x->tensor, l, e);
                 const fx_tensor *t = fx_find(m, tn);
                 if (!t)
                     fail_msg("no fixture tensor %s", tn);
@@ -270,46 +251,12 @@ static void assert_meta(const char *key, const char *want)
 
 /* ---- fixtures ------------------------------------------------------------ */
 
-static const uint64_t S_GATE[] = {8, 16}, S_DOWN[] = {16, 8};
+static const uint64_t S_GATE[] = {8, 16};
 
-/* Qwen3-MoE style: layer 0 dense, layers 1-2 with 4 experts each. */
-static void qwen_model(fx_model *m, uint32_t experts)
-{
-    static const uint64_t emb[] = {32, 16}, norm[] = {16}, router[] = {4, 16};
-    uint64_t seed = 1;
-    fx_add(m, "model.embed_tokens.weight", "BF16", 2, emb, 16, seed++);
-    fx_add(m, "model.layers.0.mlp.gate_proj.weight", "BF16", 2, S_GATE, 16, seed++);
-    fx_add(m, "model.layers.0.mlp.up_proj.weight", "BF16", 2, S_GATE, 16, seed++);
-    fx_add(m, "model.layers.0.mlp.down_proj.weight", "BF16", 2, S_DOWN, 16, seed++);
-    for (uint32_t l = 1; l < 3; l++) {
-        char n[160];
-        snprintf(n, sizeof n, "model.layers.%u.input_layernorm.weight", l);
-        fx_add(m, n, "F32", 1, norm, 32, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.gate.weight", l);
-        fx_add(m, n, "BF16", 2, router, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.shared_expert.gate_proj.weight", l);
-        fx_add(m, n, "BF16", 2, S_GATE, 16, seed++);
-        for (uint32_t e = 0; e < experts; e++) {
-            snprintf(n, sizeof n, "model.layers.%u.mlp.experts.%u.gate_proj.weight", l, e);
-            fx_add(m, n, "BF16", 2, S_GATE, 16, seed++);
-            snprintf(n, sizeof n, "model.layers.%u.mlp.experts.%u.up_proj.weight", l, e);
-            fx_add(m, n, "BF16", 2, S_GATE, 16, seed++);
-            snprintf(n, sizeof n, "model.layers.%u.mlp.experts.%u.down_proj.weight", l, e);
-            fx_add(m, n, "BF16", 2, S_DOWN, 16, seed++);
-        }
-    }
-    fx_add(m, "model.norm.weight", "F32", 1, norm, 32, seed++);
-}
-
-static const expect QWEN[] = {
-    {"gate", "model.layers.{L}.mlp.experts.{E}.gate_proj.weight", 0},
-    {"up", "model.layers.{L}.mlp.experts.{E}.up_proj.weight", 0},
-    {"down", "model.layers.{L}.mlp.experts.{E}.down_proj.weight", 0},
-};
 
 static void write_qwen(fx_model *m)
 {
-    qwen_model(m, 4);
+    fx_model_qwen(m, 4);
     assert_int_equal(fx_write_st(path("model.safetensors"), m, 0, m->n, NULL), 0);
     assert_int_equal(fx_write_text(path("config.json"),
                                    "{\"model_type\": \"qwen3_moe\", \"num_experts\": 4,"
@@ -338,7 +285,7 @@ static void test_per_expert(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    check_pack(&m, QWEN, 3, 3, 4, 1);
+    check_pack(&m, FX_QWEN_EX, 3, 3, 4, 1);
     assert_meta("arch", "qwen3_moe");
     assert_meta("top_k", "2");
     assert_meta("quant", "bf16");
@@ -351,7 +298,7 @@ static void test_per_expert(void **state)
     unlink(path("out.smoe"));
     unlink(path("out.scout"));
     assert_int_equal(pack(dir, NULL), 0);
-    check_pack(&m, QWEN, 3, 3, 4, 1);
+    check_pack(&m, FX_QWEN_EX, 3, 3, 4, 1);
     fx_free(&m);
 }
 
@@ -359,25 +306,8 @@ static void test_sharded_mixtral(void **state)
 {
     (void)state;
     fx_model m = {0};
-    static const uint64_t emb[] = {32, 16}, router[] = {8, 16};
-    uint64_t seed = 100;
-    fx_add(&m, "model.embed_tokens.weight", "F16", 2, emb, 16, seed++);
-    for (uint32_t l = 0; l < 2; l++)
-        for (uint32_t e = 0; e < 8; e++) {
-            char n[160];
-            static const char *const w[] = {"w1", "w2", "w3"};
-            for (int k = 0; k < 3; k++) {
-                snprintf(n, sizeof n, "model.layers.%u.block_sparse_moe.experts.%u.%s.weight", l,
-                         e, w[k]);
-                fx_add(&m, n, "F16", 2, k == 1 ? S_DOWN : S_GATE, 16, seed++);
-            }
-            if (e == 0) {
-                snprintf(n, sizeof n, "model.layers.%u.block_sparse_moe.gate.weight", l);
-                fx_add(&m, n, "F16", 2, router, 16, seed++);
-            }
-        }
+    size_t half = fx_model_mixtral(&m);
     /* Two shards; layer 1's experts straddle them. */
-    size_t half = m.n / 2 + 5;
     assert_int_equal(fx_write_st(path("model-00001-of-00002.safetensors"), &m, 0, half, NULL), 0);
     assert_int_equal(fx_write_st(path("model-00002-of-00002.safetensors"), &m, half, m.n - half,
                                  NULL), 0);
@@ -396,12 +326,7 @@ static void test_sharded_mixtral(void **state)
     int rc = pack(path("model.safetensors.index.json"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate", "model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", 0},
-        {"up", "model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", 0},
-        {"down", "model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", 0},
-    };
-    check_pack(&m, ex, 3, 2, 8, 0);
+    check_pack(&m, FX_MIXTRAL_EX, 3, 2, 8, 0);
     assert_meta("arch", "mixtral");
     assert_meta("quant", "f16");
 
@@ -420,28 +345,12 @@ static void test_stacked(void **state)
 {
     (void)state;
     fx_model m = {0};
-    static const uint64_t emb[] = {32, 16}, g[] = {6, 8, 16}, d[] = {6, 16, 8};
-    uint64_t seed = 200;
-    fx_add(&m, "model.embed_tokens.weight", "BF16", 2, emb, 16, seed++);
-    for (uint32_t l = 0; l < 3; l++) {
-        char n[160];
-        snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.gate_proj.weight", l);
-        fx_add(&m, n, "BF16", 3, g, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.up_proj.weight", l);
-        fx_add(&m, n, "BF16", 3, g, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.down_proj.weight", l);
-        fx_add(&m, n, "BF16", 3, d, 16, seed++);
-    }
+    fx_model_switch_mlp(&m);
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
-        {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
-        {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
-    };
-    check_pack(&m, ex, 3, 3, 6, 0);
+    check_pack(&m, FX_SWITCH_EX, 3, 3, 6, 0);
     fx_free(&m);
 }
 
@@ -450,22 +359,7 @@ static void test_stacked_fused(void **state)
 {
     (void)state;
     fx_model m = {0};
-    static const uint64_t gu[] = {4, 16, 32}, gub[] = {4, 32}, dn[] = {4, 16, 16},
-                          dnb[] = {4, 16};
-    uint64_t seed = 300;
-    for (uint32_t l = 0; l < 2; l++) {
-        char n[160];
-        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.gate_up_proj", l);
-        fx_add(&m, n, "BF16", 3, gu, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.gate_up_proj_bias", l);
-        fx_add(&m, n, "BF16", 2, gub, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.down_proj", l);
-        fx_add(&m, n, "BF16", 3, dn, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.down_proj_bias", l);
-        fx_add(&m, n, "BF16", 2, dnb, 16, seed++);
-        snprintf(n, sizeof n, "model.layers.%u.mlp.router.weight", l);
-        fx_add(&m, n, "BF16", 2, dnb, 16, seed++);
-    }
+    fx_model_gpt_oss(&m);
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     assert_int_equal(fx_write_text(path("config.json"),
                                    "{\"model_type\": \"gpt_oss\", \"num_local_experts\": 4,"
@@ -474,13 +368,7 @@ static void test_stacked_fused(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate_up", "model.layers.{L}.mlp.experts.gate_up_proj", 1},
-        {"gate_up.bias", "model.layers.{L}.mlp.experts.gate_up_proj_bias", 1},
-        {"down", "model.layers.{L}.mlp.experts.down_proj", 1},
-        {"down.bias", "model.layers.{L}.mlp.experts.down_proj_bias", 1},
-    };
-    check_pack(&m, ex, 4, 2, 4, 0);
+    check_pack(&m, FX_GPT_OSS_EX, 4, 2, 4, 0);
     assert_meta("top_k", "4");
     fx_free(&m);
 }
@@ -490,24 +378,7 @@ static void test_mlx_quantised(void **state)
 {
     (void)state;
     fx_model m = {0};
-    /* 4-bit, group 32: a row of 64 values is 8 words and 2 groups. */
-    static const uint64_t w[] = {4, 8, 8}, sg[] = {4, 8, 2}, ew[] = {32, 8}, es[] = {32, 2};
-    uint64_t seed = 400;
-    fx_add(&m, "model.embed_tokens.weight", "U32", 2, ew, 32, seed++);
-    fx_add(&m, "model.embed_tokens.scales", "BF16", 2, es, 16, seed++);
-    fx_add(&m, "model.embed_tokens.biases", "BF16", 2, es, 16, seed++);
-    for (uint32_t l = 0; l < 2; l++) {
-        static const char *const c[] = {"gate", "up", "down"};
-        for (int k = 0; k < 3; k++) {
-            char n[160];
-            snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.%s_proj.weight", l, c[k]);
-            fx_add(&m, n, "U32", 3, w, 32, seed++);
-            snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.%s_proj.scales", l, c[k]);
-            fx_add(&m, n, "BF16", 3, sg, 16, seed++);
-            snprintf(n, sizeof n, "model.layers.%u.mlp.switch_mlp.%s_proj.biases", l, c[k]);
-            fx_add(&m, n, "BF16", 3, sg, 16, seed++);
-        }
-    }
+    fx_model_mlx(&m);
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     assert_int_equal(fx_write_text(path("config.json"),
                                    "{\"model_type\": \"qwen3_moe\", \"num_experts\": 4, "
@@ -517,18 +388,7 @@ static void test_mlx_quantised(void **state)
     int rc = pack(path("model.safetensors"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    static const expect ex[] = {
-        {"gate", "model.layers.{L}.mlp.switch_mlp.gate_proj.weight", 1},
-        {"gate.scales", "model.layers.{L}.mlp.switch_mlp.gate_proj.scales", 1},
-        {"gate.biases", "model.layers.{L}.mlp.switch_mlp.gate_proj.biases", 1},
-        {"up", "model.layers.{L}.mlp.switch_mlp.up_proj.weight", 1},
-        {"up.scales", "model.layers.{L}.mlp.switch_mlp.up_proj.scales", 1},
-        {"up.biases", "model.layers.{L}.mlp.switch_mlp.up_proj.biases", 1},
-        {"down", "model.layers.{L}.mlp.switch_mlp.down_proj.weight", 1},
-        {"down.scales", "model.layers.{L}.mlp.switch_mlp.down_proj.scales", 1},
-        {"down.biases", "model.layers.{L}.mlp.switch_mlp.down_proj.biases", 1},
-    };
-    check_pack(&m, ex, 9, 2, 4, 0);
+    check_pack(&m, FX_MLX_EX, 9, 2, 4, 0);
     assert_meta("quant", "mlx_packed:4bit:g32");
 
     smoe__vault v;
@@ -573,54 +433,17 @@ static void test_mlx_quantised(void **state)
 
 enum { GGML_F32 = 0, GGML_Q4_K = 12, GGML_Q6_K = 14, GGML_Q8_0 = 8 };
 
-static void gguf_model(fx_model *m, int mixed)
-{
-    static const uint64_t emb[] = {32, 256}, norm[] = {256}, router[] = {4, 256},
-                          g[] = {4, 8, 256}, d[] = {4, 8, 256};
-    uint64_t seed = 500;
-    fx_add_ggml(m, "token_embd.weight", GGML_Q8_0, 32, 34, 2, emb, seed++);
-    for (uint32_t l = 0; l < 2; l++) {
-        char n[160];
-        snprintf(n, sizeof n, "blk.%u.attn_norm.weight", l);
-        fx_add_ggml(m, n, GGML_F32, 1, 4, 1, norm, seed++);
-        snprintf(n, sizeof n, "blk.%u.ffn_gate_inp.weight", l);
-        fx_add_ggml(m, n, GGML_F32, 1, 4, 2, router, seed++);
-        snprintf(n, sizeof n, "blk.%u.ffn_gate_exps.weight", l);
-        fx_add_ggml(m, n, GGML_Q4_K, 256, 144, 3, g, seed++);
-        snprintf(n, sizeof n, "blk.%u.ffn_up_exps.weight", l);
-        fx_add_ggml(m, n, GGML_Q4_K, 256, 144, 3, g, seed++);
-        snprintf(n, sizeof n, "blk.%u.ffn_down_exps.weight", l);
-        if (mixed && l == 1) /* llama.cpp's _M mixes: down in Q6_K on some layers */
-            fx_add_ggml(m, n, GGML_Q6_K, 256, 210, 3, d, seed++);
-        else
-            fx_add_ggml(m, n, GGML_Q4_K, 256, 144, 3, d, seed++);
-    }
-    fx_add_ggml(m, "output_norm.weight", GGML_F32, 1, 4, 1, norm, seed++);
-}
-
-static const fx_kv GGUF_KV[] = {
-    {"general.architecture", "qwen3moe", 0},
-    {"general.name", "Tiny MoE", 0},
-    {"qwen3moe.expert_count", NULL, 4},
-    {"qwen3moe.expert_used_count", NULL, 2},
-};
-
-static const expect GGUF_EX[] = {
-    {"gate", "blk.{L}.ffn_gate_exps.weight", 1},
-    {"up", "blk.{L}.ffn_up_exps.weight", 1},
-    {"down", "blk.{L}.ffn_down_exps.weight", 1},
-};
 
 static void test_gguf(void **state)
 {
     (void)state;
     fx_model m = {0};
-    gguf_model(&m, 1);
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 64), 0);
+    fx_model_gguf(&m, 1);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 64), 0);
     int rc = pack(path("tiny.gguf"), NULL);
     if (rc)
         fail_msg("pack failed: %s", smoe_last_error());
-    check_pack(&m, GGUF_EX, 3, 2, 4, 0);
+    check_pack(&m, FX_GGUF_EX, 3, 2, 4, 0);
     assert_meta("arch", "qwen3moe");
     assert_meta("model", "Tiny MoE");
     assert_meta("top_k", "2");
@@ -664,6 +487,63 @@ static void test_user_pattern(void **state)
         {"down", "transformer.h.{L}.moe.expert_{E}.fc_out", 0},
     };
     check_pack(&m, ex, 2, 2, 3, 0);
+    fx_free(&m);
+}
+
+/* NVIDIA Nemotron-H: no gate, Mamba layers without experts; per expert and
+ * stacked. */
+static void test_nemotron_h(void **state)
+{
+    (void)state;
+    for (int stacked = 0; stacked < 2; stacked++) {
+        fx_model m = {0};
+        fx_model_nemotron_h(&m, stacked);
+        assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
+        assert_int_equal(fx_write_text(path("config.json"),
+                                       "{\"model_type\": \"nemotron_h\", "
+                                       "\"n_routed_experts\": 4, \"num_experts_per_tok\": 2}"),
+                         0);
+        int rc = pack(path("model.safetensors"), NULL);
+        if (rc)
+            fail_msg("pack failed: %s", smoe_last_error());
+        static const expect per[] = {
+            {"up", "backbone.layers.{L}.mixer.experts.{E}.up_proj.weight", 0},
+            {"down", "backbone.layers.{L}.mixer.experts.{E}.down_proj.weight", 0},
+        };
+        static const expect stk[] = {
+            {"up", "backbone.layers.{L}.mixer.experts.up_proj", 1},
+            {"down", "backbone.layers.{L}.mixer.experts.down_proj", 1},
+        };
+        /* layers 0 and 2 are Mamba layers: no entries */
+        check_pack(&m, stacked ? stk : per, 2, 4, 4, 2);
+        assert_meta("arch", "nemotron_h");
+        unlink(path("out.smoe"));
+        unlink(path("out.scout"));
+        fx_free(&m);
+    }
+}
+
+/* JetMoE: stacked input_linear (gate and up) and output_linear; its
+ * attention experts stay in the scout file. */
+static void test_jetmoe(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    fx_model_jetmoe(&m);
+    assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
+    assert_int_equal(fx_write_text(path("config.json"),
+                                   "{\"model_type\": \"jetmoe\", \"num_local_experts\": 4, "
+                                   "\"num_experts_per_tok\": 2}"),
+                     0);
+    int rc = pack(path("model.safetensors"), NULL);
+    if (rc)
+        fail_msg("pack failed: %s", smoe_last_error());
+    static const expect ex[] = {
+        {"gate_up", "model.layers.{L}.mlp.input_linear.weight", 1},
+        {"down", "model.layers.{L}.mlp.output_linear.weight", 1},
+    };
+    check_pack(&m, ex, 2, 2, 4, 0);
+    assert_meta("top_k", "2");
     fx_free(&m);
 }
 
@@ -745,6 +625,14 @@ static void test_pattern_transformers5(void **state)
         /* transformers 5's in-memory fused form (Mixtral and the Qwen family) */
         {"model.layers.5.mlp.experts.gate_up_proj", "gate_up", PACK_PAT_STACKED, 5, 0},
         {"model.language_model.layers.5.mlp.experts.down_proj", "down", PACK_PAT_STACKED, 5, 0},
+        /* NVIDIA Nemotron-H: up and down only, per expert and stacked */
+        {"backbone.layers.1.mixer.experts.12.up_proj.weight", "up", PACK_PAT_EXPERT, 1, 12},
+        {"backbone.layers.1.mixer.experts.12.down_proj.weight", "down", PACK_PAT_EXPERT, 1, 12},
+        {"model.layers.3.mixer.experts.up_proj", "up", PACK_PAT_STACKED, 3, 0},
+        {"model.layers.3.mixer.experts.down_proj", "down", PACK_PAT_STACKED, 3, 0},
+        /* JetMoE: stacked, gate and up fused in input_linear */
+        {"model.layers.6.mlp.input_linear.weight", "gate_up", PACK_PAT_STACKED, 6, 0},
+        {"model.layers.6.mlp.output_linear.weight", "down", PACK_PAT_STACKED, 6, 0},
     };
     pack_patterns ps;
     assert_int_equal(pack_patterns_init(&ps), 0);
@@ -768,6 +656,12 @@ static void test_pattern_transformers5(void **state)
         "model.layers.2.mlp.router.bias",
         "model.layers.4.feed_forward.router.weight",
         "model.layers.4.feed_forward.shared_expert.up_proj.weight",
+        "backbone.layers.1.mixer.shared_experts.up_proj.weight",
+        "backbone.layers.1.mixer.gate.weight",
+        "backbone.layers.0.mixer.in_proj.weight",
+        "model.layers.6.self_attention.experts.input_linear.weight",
+        "model.layers.6.mlp.router.layer.weight",
+        "model.layers.6.mlp.bias",
     };
     for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
         pack_match mt;
@@ -817,7 +711,7 @@ static void test_bad_json(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 4);
+    fx_model_qwen(&m, 4);
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, "[1, 2, 3]"), 0);
     expect_failure(path("model.safetensors"), SMOE_EFORMAT, "model.safetensors",
                    "not a JSON object");
@@ -838,7 +732,7 @@ static void test_bad_dtype(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 4);
+    fx_model_qwen(&m, 4);
     snprintf(m.t[5].dtype, sizeof m.t[5].dtype, "Q9_X");
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     expect_failure(path("model.safetensors"), SMOE_EFORMAT, m.t[5].name, "unknown dtype");
@@ -849,7 +743,7 @@ static void test_bad_size(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 4);
+    fx_model_qwen(&m, 4);
     m.t[7].shape[0] = 9; /* 9 x 16 bf16 is 288 bytes; the data has 256 */
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     expect_failure(path("model.safetensors"), SMOE_EFORMAT, m.t[7].name, "288 bytes");
@@ -860,7 +754,7 @@ static void test_bad_ranges(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 4);
+    fx_model_qwen(&m, 4);
     /* Tensor 3 claims the bytes of tensor 2 (same size). */
     uint64_t off = 0;
     for (int i = 0; i < 2; i++)
@@ -881,7 +775,7 @@ static void test_bad_missing_expert(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 4);
+    fx_model_qwen(&m, 4);
     /* Drop layer 2's expert 3 (its three tensors): keep the rest. */
     fx_model k = {0};
     for (size_t i = 0; i < m.n; i++)
@@ -921,7 +815,7 @@ static void test_bad_inconsistent(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 4);
+    fx_model_qwen(&m, 4);
     /* Expert 2 of layer 1 has its gate transposed: same bytes, other shape. */
     for (size_t i = 0; i < m.n; i++)
         if (!strcmp(m.t[i].name, "model.layers.1.mlp.experts.2.gate_proj.weight")) {
@@ -938,28 +832,28 @@ static void test_bad_gguf(void **state)
 {
     (void)state;
     fx_model m = {0};
-    gguf_model(&m, 0);
+    fx_model_gguf(&m, 0);
     /* Truncated inside the tensor infos. */
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 0), 0);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 0), 0);
     assert_int_equal(fx_truncate(path("tiny.gguf"), 600), 0);
     expect_failure(path("tiny.gguf"), SMOE_ETRUNC, "tiny.gguf", "file ends");
     /* Truncated inside the data. */
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 0), 0);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 0), 0);
     size_t n;
     free(fx_read_all(path("tiny.gguf"), &n));
     assert_int_equal(fx_truncate(path("tiny.gguf"), n - 40), 0);
     expect_failure(path("tiny.gguf"), SMOE_ERANGE, "tiny.gguf", "output_norm.weight");
     /* An unknown ggml type (4 was removed from ggml). */
     m.t[1].ggml_type = 4;
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 0), 0);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 0), 0);
     expect_failure(path("tiny.gguf"), SMOE_EFORMAT, m.t[1].name, "unknown ggml type");
     m.t[1].ggml_type = GGML_F32;
     /* A misaligned tensor offset, then overlapping ones. */
     m.t[2].offset_override = 4;
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 0), 0);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 0), 0);
     expect_failure(path("tiny.gguf"), SMOE_EALIGN, m.t[2].name, "alignment");
     m.t[2].offset_override = 0;
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 0), 0);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 0), 0);
     expect_failure(path("tiny.gguf"), SMOE_EOVERLAP, m.t[2].name, "overlap");
     m.t[2].offset_override = -1;
     /* The header's expert count disagrees with the tensors. */
@@ -1020,7 +914,7 @@ static void test_parser_mutations(void **state)
 {
     (void)state;
     fx_model m = {0};
-    qwen_model(&m, 2);
+    fx_model_qwen(&m, 2);
     assert_int_equal(fx_write_st(path("model.safetensors"), &m, 0, m.n, NULL), 0);
     size_t n;
     uint8_t *b = fx_read_all(path("model.safetensors"), &n);
@@ -1032,8 +926,8 @@ static void test_parser_mutations(void **state)
     free(b);
     fx_free(&m);
 
-    gguf_model(&m, 1);
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 64), 0);
+    fx_model_gguf(&m, 1);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 64), 0);
     b = fx_read_all(path("tiny.gguf"), &n);
     assert_non_null(b);
     mutate_and_parse(b, n, 700, pack_gguf_parse);
@@ -1102,8 +996,8 @@ static void test_stream_packed(void **state)
 {
     (void)state;
     fx_model m = {0};
-    gguf_model(&m, 1);
-    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, GGUF_KV, 4, 64), 0);
+    fx_model_gguf(&m, 1);
+    assert_int_equal(fx_write_gguf(path("tiny.gguf"), &m, FX_GGUF_KV, 4, 64), 0);
     assert_int_equal(pack(path("tiny.gguf"), NULL), 0);
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.ring_slots = 4;
@@ -1159,7 +1053,7 @@ static void test_write_faults(void **state)
         int rc = pack(path("model.safetensors"), NULL);
         smoe__io_set(NULL);
         if (rc == 0) {
-            check_pack(&m, QWEN, 3, 3, 4, 1);
+            check_pack(&m, FX_QWEN_EX, 3, 3, 4, 1);
             break;
         }
         if (rc != SMOE_EIO)
@@ -1223,6 +1117,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlx_quantised, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gguf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_pattern, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nemotron_h, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jetmoe, setup, teardown),
         cmocka_unit_test(test_pattern_syntax),
         cmocka_unit_test(test_pattern_transformers5),
         cmocka_unit_test_setup_teardown(test_bad_truncated, setup, teardown),

@@ -325,8 +325,16 @@ void tu_fix_checksum(const char *path)
     assert_non_null(st);
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, h, sizeof h);
-    hash_range(st, path, tu_read_u64(path, TU_H_TABLE_OFFSET), entries * 48);
+    int v2 = tu_read_u32(path, TU_H_VERSION) == 2;
+    hash_range(st, path, tu_read_u64(path, TU_H_TABLE_OFFSET), entries * (v2 ? 32 : 48));
     hash_range(st, path, tu_read_u64(path, TU_H_LAYOUT_OFFSET), layouts * 16 + comps * 128);
+    if (v2) { /* extents, then sources and names (vault_v2.c) */
+        hash_range(st, path, tu_read_u64(path, TU_H2_EXTENT_OFFSET),
+                   (uint64_t)tu_read_u32(path, TU_H2_EXTENTS) * TU_X_SIZE);
+        hash_range(st, path, tu_read_u64(path, TU_H2_SOURCE_OFFSET),
+                   (uint64_t)tu_read_u32(path, TU_H2_SOURCES) * TU_S_RECORD +
+                       tu_read_u32(path, TU_H2_NAMES_BYTES));
+    }
     hash_range(st, path, tu_read_u64(path, TU_H_META_OFFSET),
                tu_read_u64(path, TU_H_META_BYTES));
     XXH64_canonical_t c;

@@ -155,6 +155,16 @@ enum { TU_L_FIRST = 0, TU_L_N = 4, TU_L_EXTENT = 8 };
 enum { TU_C_NAME = 0, TU_C_DTYPE = 64, TU_C_NDIM = 68, TU_C_SHAPE = 72, TU_C_OFFSET = 104,
        TU_C_NBYTES = 112, TU_C_QGROUP = 120, TU_C_QBITS = 124 };
 
+/* Version 2, the index vault: header fields that differ, and the fields of
+ * its expert entries, extents and source records. */
+enum { TU_H2_SOURCES = 20, TU_H2_SOURCE_OFFSET = 80, TU_H2_EXTENT_OFFSET = 96,
+       TU_H2_EXTENTS = 104, TU_H2_NAMES_BYTES = 108, TU_H2_RESERVED = 112 };
+enum { TU_E2_FIRST_EXTENT = 16, TU_E2_HASH = 24, TU_E2_SIZE = 32 };
+enum { TU_X_SOURCE = 0, TU_X_FLAGS = 4, TU_X_OFFSET = 8, TU_X_LENGTH = 16, TU_X_SIZE = 24 };
+enum { TU_S_SIZE = 0, TU_S_MTIME = 8, TU_S_MTIME_NSEC = 16, TU_S_KIND = 20,
+       TU_S_HEADER_BYTES = 24, TU_S_HEADER_HASH = 32, TU_S_ALIGN = 40, TU_S_NAME_LEN = 44,
+       TU_S_NAME_OFFSET = 48, TU_S_RESERVED = 56, TU_S_RECORD = 64 };
+
 uint32_t tu_read_u32(const char *path, uint64_t off);
 uint64_t tu_read_u64(const char *path, uint64_t off);
 void tu_patch_u32(const char *path, uint64_t off, uint32_t v);
@@ -162,7 +172,8 @@ void tu_patch_u64(const char *path, uint64_t off, uint64_t v);
 void tu_patch_bytes(const char *path, uint64_t off, const void *p, size_t n);
 /* XOR the byte at off with 0xff. */
 void tu_flip_byte(const char *path, uint64_t off);
-/* Recompute and store the header checksum from the header's own fields. */
+/* Recompute and store the header checksum from the header's own fields
+ * (of either version). */
 void tu_fix_checksum(const char *path);
 /* File offsets of expert table entry i, layout record j, component k. */
 uint64_t tu_entry_off(const char *path, uint32_t i);

@@ -34,7 +34,7 @@ extern "C" {
 /* ---- version -------------------------------------------------------- */
 
 #define SMOE_VERSION_MAJOR 1
-#define SMOE_VERSION_MINOR 0
+#define SMOE_VERSION_MINOR 1
 #define SMOE_VERSION_PATCH 0
 #define SMOE_VERSION_NUMBER \
     (SMOE_VERSION_MAJOR * 10000 + SMOE_VERSION_MINOR * 100 + SMOE_VERSION_PATCH)
@@ -102,14 +102,15 @@ extern "C" {
     X(ENOTSUP,    -25, "not supported")                                      \
     X(ESMALLRING, -26, "ring cannot hold one layer's experts")               \
     X(ESLOTSIZE,  -27, "slot size is smaller than the largest blob")         \
-    X(EREFS,      -28, "too many references to one slot")
+    X(EREFS,      -28, "too many references to one slot")                    \
+    X(ESOURCE,    -29, "a source file of an index vault is missing or changed")
 
 typedef enum smoe_error {
     SMOE_OK = 0,
 #define SMOE_ERR_ENUM_(name, val, msg) SMOE_##name = (val),
     SMOE_ERRNO_MAP(SMOE_ERR_ENUM_)
 #undef SMOE_ERR_ENUM_
-    SMOE_ERR_LAST_ = -28
+    SMOE_ERR_LAST_ = -29
 } smoe_error;
 
 /*
@@ -234,7 +235,12 @@ typedef enum smoe_open_flag {
     /* No pre-warm thread. */
     SMOE_OPEN_NO_PREWARM = 1u << 4,
     /* Neither load nor save the popularity histogram. */
-    SMOE_OPEN_NO_FREQ = 1u << 5
+    SMOE_OPEN_NO_FREQ = 1u << 5,
+    /* The caller finds components with smoe_blob_component() or
+     * smoe_blob_find(), so it may be given an index vault (since 1.1).
+     * Without it such a vault is SMOE_ENOTSUP: its components do not lie
+     * at the offsets smoe_layout_component() gives. */
+    SMOE_OPEN_EXTENTS = 1u << 6
 } smoe_open_flag;
 
 /* smoe_open_opts.verify */
@@ -298,6 +304,15 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * a wait (docs/decisions.md). A vault declaring more (layer, expert) pairs
  * than max(65536, 64 x its entries) is SMOE_ECOUNT: what open allocates is
  * sized by the declared shape (docs/vault-format.md).
+ * An index vault (version 2, written by `smoe index`: its experts are byte
+ * ranges of the GGUF or safetensors files it names) needs
+ * SMOE_OPEN_EXTENTS, else SMOE_ENOTSUP. Open then checks each source file
+ * against the vault's record: a missing one, or one whose size or header
+ * hash differs, is SMOE_ESOURCE naming the file; a changed modification
+ * time alone is a warning through log_fn. Its workers read the sources
+ * through descriptors opened here, one per source and worker while a
+ * quarter of RLIMIT_NOFILE allows, fewer and shared beyond
+ * (docs/decisions.md).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL); any
  * allocation failing is SMOE_ENOMEM, and a failed open leaves no
@@ -370,8 +385,10 @@ SMOE_API int smoe_prefetch(smoe_stream *s, uint32_t layer, uint32_t expert,
  * fields you need, not the descriptor.
  */
 typedef struct smoe_blob {
-    const void *data;     /* 16 KiB-aligned start of the payload */
-    uint64_t size;        /* payload bytes (the padding after it is zeros) */
+    const void *data;     /* 16 KiB-aligned start of the payload (of the slot) */
+    uint64_t size;        /* payload bytes (the padding after it is zeros); of an
+                             index vault: the bytes read into the slot, holding
+                             every component (smoe_blob_component) */
     uint64_t ring_offset; /* data - ring base (see smoe_ring_region) */
     uint32_t layer;
     uint32_t expert;
@@ -486,12 +503,38 @@ SMOE_API int smoe_vault_info_get(smoe_stream *s, smoe_vault_info *vi); /* since 
 
 /* Number of components in blob layout `layout`, or a negative code. */
 SMOE_API int smoe_layout_count(smoe_stream *s, uint32_t layout);       /* since 1.0 */
-/* Component `index` of layout `layout`. */
+/* Component `index` of layout `layout`. Its offset is where it lies in a
+ * packed vault's blobs; in an index vault's, where it lies in the bytes the
+ * expert's hash covers (components end to end): find it in a claimed blob
+ * with smoe_blob_component(). */
 SMOE_API int smoe_layout_component(smoe_stream *s, uint32_t layout, uint32_t index,
                                    smoe_component *out);               /* since 1.0 */
 /* Component named `name` of layout `layout`; SMOE_ENOENT if none. */
 SMOE_API int smoe_layout_find(smoe_stream *s, uint32_t layout, const char *name,
                               smoe_component *out);                    /* since 1.0 */
+/*
+ * Component `index` of a claimed blob's layout, with out->offset where it
+ * lies in this blob: its bytes are ((const char *)blob->data + out->offset)
+ * [0, out->nbytes). The other fields are smoe_layout_component()'s.
+ * In a packed vault the offset is the layout's, a multiple of the vault's
+ * component alignment (256 by default). In an index vault each expert's
+ * components are read from their source files into the slot as they lie
+ * there, so the offset differs from expert to expert and a component is
+ * aligned only as its source file aligns it: GGUF's general.alignment (32
+ * by default), safetensors' 8 (or less, for a file whose header length is
+ * not a multiple of 8), never more than the read alignment (4096 to 16384).
+ * The slot itself, blob->data, stays 16 KiB-aligned.
+ * @return 0; SMOE_EINVAL (NULL argument, or blob holds no reference);
+ *         SMOE_ENOENT (index past the layout's components).
+ * Thread safety: any thread, while blob holds its reference; lock-free,
+ * no allocation.
+ */
+SMOE_API int smoe_blob_component(smoe_stream *s, const smoe_blob *blob, uint32_t index,
+                                 smoe_component *out);                 /* since 1.1 */
+/* The component of a claimed blob named `name`, as smoe_blob_component();
+ * SMOE_ENOENT if its layout has none. */
+SMOE_API int smoe_blob_find(smoe_stream *s, const smoe_blob *blob, const char *name,
+                            smoe_component *out);                      /* since 1.1 */
 /* Value of a metadata key ("model", "quant", ...), or NULL. Owned by s. */
 SMOE_API const char *smoe_meta_get(smoe_stream *s, const char *key);   /* since 1.0 */
 

@@ -37,7 +37,8 @@ class ReadError(SmoeError):
 
 
 class VaultError(SmoeError):
-    """The vault is malformed: bad magic, version, field, checksum, range."""
+    """The vault is malformed: bad magic, version, field, checksum, range; or
+    an index vault's source file is missing or changed (SMOE_ESOURCE)."""
 
 
 class ChecksumError(VaultError, ReadError):
@@ -87,7 +88,7 @@ _CLASS = {
     "SMOE_EOVERLAP": VaultError, "SMOE_EDUP": VaultError, "SMOE_ECOUNT": VaultError,
     "SMOE_EHDRSUM": VaultError, "SMOE_EFORMAT": VaultError, "SMOE_EDIRECTIO": SystemCallError,
     "SMOE_ENOTSUP": NotSupported, "SMOE_ESMALLRING": RingTooSmall,
-    "SMOE_ESLOTSIZE": RingTooSmall, "SMOE_EREFS": Busy,
+    "SMOE_ESLOTSIZE": RingTooSmall, "SMOE_EREFS": Busy, "SMOE_ESOURCE": VaultError,
 }
 
 

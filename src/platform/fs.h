@@ -35,6 +35,14 @@ typedef struct smoe__fs {
     void (*drop_cache)(int fd, uint64_t off, uint64_t len);
 } smoe__fs;
 
+/* struct stat's modification time: POSIX names it st_mtim, macOS
+ * st_mtimespec. */
+#if defined(__APPLE__)
+#define SMOE__ST_MTIM(st) ((st).st_mtimespec)
+#else
+#define SMOE__ST_MTIM(st) ((st).st_mtim)
+#endif
+
 /* This system's (fs_<system>.c). */
 extern const smoe__fs smoe__fs_os;
 

@@ -114,6 +114,8 @@ static int os_stat(const smoe__io *io, int fd, smoe__io_stat *out)
     out->dev = (uint64_t)st.st_dev;
     out->ino = (uint64_t)st.st_ino;
     out->size = (uint64_t)st.st_size;
+    out->mtime_sec = (int64_t)SMOE__ST_MTIM(st).tv_sec;
+    out->mtime_nsec = (uint32_t)SMOE__ST_MTIM(st).tv_nsec;
     mode_t m = st.st_mode;
     out->type = S_ISREG(m)    ? SMOE__IO_TYPE_REG
                 : S_ISBLK(m)  ? SMOE__IO_TYPE_BLK

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    o.flags = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+    o.flags = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ |
+              SMOE_OPEN_EXTENTS;
     smoe_stream *s;
     if ((rc = smoe_open(path, &o, &s)) < 0)
         return fail("smoe_open", rc);
@@ -75,6 +76,12 @@ int main(int argc, char **argv)
     if ((rc = smoe_claim_wait(s, 0, 1, UINT64_MAX, &b)) < 0)
         return fail("smoe_claim_wait", rc);
     int ok = b.size == BLOB && ((const unsigned char *)b.data)[BLOB - 1] == 7;
+    /* since 1.1: where a component lies in a claimed blob */
+    smoe_component found;
+    if ((rc = smoe_blob_find(s, &b, "w", &found)) < 0 ||
+        (rc = smoe_blob_component(s, &b, 0, &found)) < 0)
+        return fail("smoe_blob_component", rc);
+    ok = ok && found.offset == 0 && found.nbytes == BLOB;
     smoe_release(s, &b);
     smoe_stats st = SMOE_STATS_INIT;
     if ((rc = smoe_get_stats(s, &st)) < 0)

@@ -2,17 +2,20 @@
  * seed_pack.c - write the seed corpora of fuzz_safetensors and fuzz_gguf:
  * small checkpoints made by the test fixture writers (tests/pack_fixtures.c),
  * cut after their headers, with the length of the rest in front (the
- * targets' input form), plus an index.json and a config.json.
+ * targets' input form), plus an index.json and a config.json; and of
+ * fuzz_index: index vaults of the fixtures (smoe index), behind its
+ * control byte.
  *
- * Usage: fuzz_seed_pack CORPUSDIR (it writes into CORPUSDIR/safetensors and
- * CORPUSDIR/gguf). Not run by ctest; rerun by hand when the fixtures
- * change (docs/testing.md).
+ * Usage: fuzz_seed_pack CORPUSDIR (it writes into CORPUSDIR/safetensors,
+ * CORPUSDIR/gguf and CORPUSDIR/index). Not run by ctest; rerun by hand when
+ * the fixtures or the formats change (docs/testing.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "pack.h"
 #include "pack_fixtures.h"
 
@@ -57,15 +60,72 @@ static int seed_file(const char *tmp, const char *dir, const char *name, int ggu
 
 enum { GGML_F32 = 0, GGML_Q4_K = 12, GGML_Q8_0 = 8 };
 
+/* fuzz_index's input: a control byte, then the index vault of source. */
+static int seed_index(const char *tmp, const char *dir, const char *name, const char *source,
+                      int no_hash, uint8_t ctl)
+{
+    char vault[4200], p[4200];
+    snprintf(vault, sizeof vault, "%s/seed.smoe", tmp);
+    pack_index_opts o = {vault, NULL, no_hash, 0, NULL};
+    pack_index_result r;
+    if (pack_index_run(source, NULL, &o, &r) < 0) {
+        fprintf(stderr, "%s: %s\n", name, smoe_last_error());
+        return -1;
+    }
+    size_t n;
+    uint8_t *b = fx_read_all(vault, &n);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = b ? fopen(p, "wb") : NULL;
+    int ok = f && fwrite(&ctl, 1, 1, f) == 1 && fwrite(b, 1, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    free(b);
+    unlink(vault);
+    return ok ? 0 : -1;
+}
+
+/* Index vaults of a few of the test models, each source kind. */
+static int seed_indexes(const char *tmp, const char *dir)
+{
+    char a[4200], b[4200];
+    int rc = 0;
+    fx_model m = {0};
+    snprintf(a, sizeof a, "%s/model.safetensors", tmp);
+    fx_model_qwen(&m, 4);
+    rc |= fx_write_st(a, &m, 0, m.n, NULL) || seed_index(tmp, dir, "seed-qwen", a, 0, 0) ||
+          seed_index(tmp, dir, "seed-qwen-nohash", a, 1, 0x40) ||
+          fx_write_st_pad(a, &m, 0, m.n, NULL, 5) ||
+          seed_index(tmp, dir, "seed-odd", a, 0, 0x80 | 3);
+    unlink(a);
+    fx_free(&m);
+    size_t half = fx_model_mixtral(&m);
+    snprintf(a, sizeof a, "%s/s1.safetensors", tmp);
+    snprintf(b, sizeof b, "%s/s2.safetensors", tmp);
+    rc |= fx_write_st(a, &m, 0, half, NULL) || fx_write_st(b, &m, half, m.n - half, NULL);
+    fx_free(&m);
+    snprintf(a, sizeof a, "%s", tmp);
+    rc |= seed_index(tmp, dir, "seed-sharded", a, 0, 5);
+    snprintf(a, sizeof a, "%s/s1.safetensors", tmp);
+    unlink(a);
+    unlink(b);
+    snprintf(a, sizeof a, "%s/tiny.gguf", tmp);
+    fx_model_gguf(&m, 1);
+    rc |= fx_write_gguf(a, &m, FX_GGUF_KV, 4, 64) || seed_index(tmp, dir, "seed-gguf", a, 0, 1);
+    unlink(a);
+    fx_free(&m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: %s CORPUSDIR\n", argv[0]);
         return 2;
     }
-    char st[4096], gg[4096], tmp[] = "/tmp/smoe-seed-XXXXXX";
+    char st[4096], gg[4096], ix[4096], tmp[] = "/tmp/smoe-seed-XXXXXX";
     snprintf(st, sizeof st, "%s/safetensors", argv[1]);
     snprintf(gg, sizeof gg, "%s/gguf", argv[1]);
+    snprintf(ix, sizeof ix, "%s/index", argv[1]);
     if (!mkdtemp(tmp))
         return 1;
     char file[4200];
@@ -110,6 +170,7 @@ int main(int argc, char **argv)
     rc |= fx_write_gguf(file, &m, kv, 1, 64) || seed_file(file, gg, "seed-align64", 1);
     fx_free(&m);
     unlink(file);
+    rc |= seed_indexes(tmp, ix);
     rmdir(tmp);
     return rc ? 1 : 0;
 }

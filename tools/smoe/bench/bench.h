@@ -67,10 +67,20 @@ typedef struct bench_cfg {
     int n_sweep;
 } bench_cfg;
 
+/* A range of a file the page-cache modes read for one expert: a packed
+ * vault's blob, or one of an index vault's reads of its sources (the
+ * library's, at a 4 KiB alignment: extent.h). */
+typedef struct bench_seg {
+    uint32_t file;     /* index into bench_env.files */
+    uint64_t off, len;
+    uint64_t dst;      /* where in the expert's buffer */
+} bench_seg;
+
 /* One (layer, expert) of the vault as the replay needs it. */
 typedef struct bench_blob {
-    uint64_t offset;
-    uint64_t padded;
+    uint64_t offset;   /* its first range's offset */
+    uint64_t padded;   /* bytes the library's slot holds; 0: absent */
+    uint32_t first_seg, n_seg;
 } bench_blob;
 
 /* What every mode shares: the trace, the vault's geometry. */
@@ -85,6 +95,11 @@ typedef struct bench_env {
     uint64_t total_padded;
     uint64_t file_size;
     bench_blob *blobs;        /* layers x experts; padded 0 when absent */
+    bench_seg *segs;          /* the blobs' ranges */
+    char **files;             /* what the page-cache modes read: the vault, or an
+                                 index vault's source files */
+    uint64_t *file_sizes;
+    uint32_t n_files;
     double overlap;
     int read_ahead_kb;        /* the vault's block device read-ahead, -1 unknown */
 } bench_env;

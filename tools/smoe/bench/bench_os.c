@@ -4,6 +4,8 @@
  *   pagecache: buffered pread of each expert into a private buffer;
  *   mmap:      the vault mapped, each expert copied out of the mapping;
  *   direct:    O_DIRECT pread every time, nothing retained.
+ * An index vault's experts are read from its source files instead, the
+ * ranges the library reads (bench.h, bench_seg).
  *
  * A pool of cfg->workers threads takes the k reads of one (token, layer)
  * from a shared task list; the replay thread waits for all k, simulates
@@ -35,17 +37,18 @@
 #define BUF_ALIGN 16384
 
 typedef struct task {
-    uint64_t off, len;
+    const bench_blob *b;
+    uint64_t len;  /* bytes of its ranges */
     int hit;
-    int err; /* errno of a failed read, or -1 for a short file */
+    int err;       /* errno of a failed read, or -1 for a short file */
+    uint32_t seg;  /* the range that failed */
 } task;
 
 typedef struct pool {
     const bench_env *env;
     bench_mode mode;
-    int fd;                  /* pagecache: buffered; direct: O_DIRECT */
-    unsigned char *map;      /* mmap: the data; pagecache: probe only */
-    uint64_t map_len;
+    int *fd;                 /* per file; pagecache: buffered; direct: O_DIRECT */
+    unsigned char **map;     /* per file; mmap: the data; pagecache: probe only */
     size_t page;
     int willneed;            /* --os-advice willneed */
     unsigned char *bufs[TRACE_MAX_K];
@@ -58,13 +61,24 @@ typedef struct pool {
     int stop;
 } pool;
 
-static int resident(pool *p, uint32_t i, uint64_t off, uint64_t len)
+/* Range sg of the map of its file: page-aligned (a mapping's offset is its
+ * page's), clipped to the file's end (the last range may be rounded past). */
+static unsigned char *map_at(const pool *p, const bench_seg *sg, uint64_t *len)
 {
-    if (!p->map)
+    uint64_t size = p->env->file_sizes[sg->file];
+    *len = sg->off >= size ? 0 : sg->off + sg->len > size ? size - sg->off : sg->len;
+    return p->map[sg->file] + sg->off;
+}
+
+static int resident(pool *p, uint32_t i, const bench_seg *sg)
+{
+    uint64_t len;
+    if (!p->map[sg->file])
         return 0;
+    unsigned char *at = map_at(p, sg, &len);
     uint64_t pages = (len + p->page - 1) / p->page;
     /* mincore's vector is unsigned char on Linux and char on macOS */
-    if (mincore(p->map + off, len, (void *)p->vecs[i]) < 0)
+    if (len && mincore(at, len, (void *)p->vecs[i]) < 0)
         return 0;
     for (uint64_t j = 0; j < pages; j++)
         if (!(p->vecs[i][j] & 1))
@@ -76,22 +90,47 @@ static void do_task(pool *p, uint32_t i)
 {
     task *t = &p->tasks[i];
     unsigned char *buf = p->bufs[i];
-    t->hit = p->mode == BENCH_DIRECT ? 0 : resident(p, i, t->off, t->len);
+    const bench_seg *segs = &p->env->segs[t->b->first_seg];
+    t->hit = p->mode != BENCH_DIRECT;
     t->err = 0;
-    /* WILLNEED starts the whole expert's read at once, exactly its range
-     * (after the probe: pages being read already count as cached) */
-    if (p->willneed && p->mode == BENCH_MMAP)
-        (void)posix_madvise(p->map + t->off, t->len, POSIX_MADV_WILLNEED);
-    else if (p->willneed && p->mode == BENCH_PAGECACHE)
-        tool_advise_willneed(p->fd, t->off, t->len);
-    if (p->mode == BENCH_MMAP) {
-        memcpy(buf, p->map + t->off, t->len);
-        return;
+    for (uint32_t j = 0; j < t->b->n_seg && t->hit; j++)
+        t->hit = resident(p, i, &segs[j]);
+    for (uint32_t j = 0; j < t->b->n_seg; j++) {
+        const bench_seg *sg = &segs[j];
+        uint64_t len = 0;
+        unsigned char *at = p->map[sg->file] ? map_at(p, sg, &len) : NULL;
+        /* WILLNEED starts the whole expert's read at once, exactly its
+         * ranges (after the probe: pages being read already count as
+         * cached) */
+        if (p->willneed && p->mode == BENCH_MMAP && len)
+            (void)posix_madvise(at, len, POSIX_MADV_WILLNEED);
+        else if (p->willneed && p->mode == BENCH_PAGECACHE)
+            tool_advise_willneed(p->fd[sg->file], sg->off, sg->len);
     }
-    int err = 0;
-    int rc = smoe__io_read_full(&smoe__io_os, p->fd, buf, (size_t)t->len, t->off, NULL, &err);
-    if (rc < 0)
-        t->err = rc == SMOE_ETRUNC ? -1 : err;
+    for (uint32_t j = 0; j < t->b->n_seg; j++) {
+        const bench_seg *sg = &segs[j];
+        if (p->mode == BENCH_MMAP) {
+            uint64_t len;
+            const unsigned char *at = map_at(p, sg, &len);
+            memcpy(buf + sg->dst, at, (size_t)len);
+            continue;
+        }
+        /* the file may end inside the last range, rounded out past it */
+        uint64_t size = p->env->file_sizes[sg->file];
+        uint64_t want = sg->off + sg->len > size ? size - sg->off : sg->len;
+        if (p->mode == BENCH_DIRECT)
+            want = sg->len; /* a direct read stays aligned; the file's end cuts it */
+        int err = 0;
+        int rc = smoe__io_read_full(&smoe__io_os, p->fd[sg->file], buf + sg->dst, (size_t)want,
+                                    sg->off, NULL, &err);
+        if (rc == SMOE_ETRUNC && p->mode == BENCH_DIRECT && sg->off + sg->len > size)
+            rc = 0;
+        if (rc < 0) {
+            t->err = rc == SMOE_ETRUNC ? -1 : err;
+            t->seg = j;
+            return;
+        }
+    }
 }
 
 static void *worker_main(void *arg)
@@ -128,8 +167,10 @@ static int replay(pool *p, bench_clock *c, bench_result *r)
             pthread_mutex_lock(&p->mu);
             for (uint32_t i = 0; i < k; i++) {
                 const bench_blob *b = &env->blobs[(size_t)layer * env->experts + e[i]];
-                p->tasks[i].off = b->offset;
-                p->tasks[i].len = b->padded;
+                p->tasks[i].b = b;
+                p->tasks[i].len = 0;
+                for (uint32_t j = 0; j < b->n_seg; j++)
+                    p->tasks[i].len += env->segs[b->first_seg + j].len;
             }
             p->n_tasks = k;
             p->next = 0;
@@ -142,10 +183,11 @@ static int replay(pool *p, bench_clock *c, bench_result *r)
             for (uint32_t i = 0; i < k; i++) {
                 const task *tk = &p->tasks[i];
                 if (tk->err) {
+                    const bench_seg *sg = &env->segs[tk->b->first_seg + tk->seg];
                     snprintf(r->error, sizeof r->error,
                              "%s: reading layer %u expert %u (offset %llu, %llu bytes): %s",
-                             env->cfg->vault, layer, e[i], (unsigned long long)tk->off,
-                             (unsigned long long)tk->len,
+                             env->files[sg->file], layer, e[i], (unsigned long long)sg->off,
+                             (unsigned long long)sg->len,
                              tk->err > 0 ? strerror(tk->err) : "file ends early");
                     return -1;
                 }
@@ -166,41 +208,59 @@ static int replay(pool *p, bench_clock *c, bench_result *r)
     return 0;
 }
 
-/* The vault as the mode reads it: a descriptor (pagecache: buffered,
+/* One file as the mode reads it: a descriptor (pagecache: buffered,
  * direct: O_DIRECT) and, but for direct, a read-only mapping (the data of
  * mmap, the page-cache probe of pagecache). 0, or -1 with r->error. */
-static int open_vault(pool *p, bench_result *r)
+static int open_file(pool *p, uint32_t f, bench_result *r)
 {
     const bench_cfg *cfg = p->env->cfg;
+    const char *path = p->env->files[f];
     if (p->mode != BENCH_MMAP) {
-        p->fd = smoe__io_open(&smoe__io_os, cfg->vault,
-                              SMOE__IO_RDONLY | (p->mode == BENCH_DIRECT ? SMOE__IO_DIRECT : 0));
-        if (p->fd < 0) {
-            snprintf(r->error, sizeof r->error, "%s: cannot open%s: %s", cfg->vault,
-                     p->mode == BENCH_DIRECT ? " with O_DIRECT" : "", strerror(-p->fd));
+        p->fd[f] = smoe__io_open(&smoe__io_os, path,
+                                 SMOE__IO_RDONLY | (p->mode == BENCH_DIRECT ? SMOE__IO_DIRECT : 0));
+        if (p->fd[f] < 0) {
+            snprintf(r->error, sizeof r->error, "%s: cannot open%s: %s", path,
+                     p->mode == BENCH_DIRECT ? " with O_DIRECT" : "", strerror(-p->fd[f]));
             return -1;
         }
         if (p->mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
-            tool_advise_random(p->fd);
+            tool_advise_random(p->fd[f]);
     }
     if (p->mode == BENCH_DIRECT)
         return 0;
-    int mfd = open(cfg->vault, O_RDONLY | O_CLOEXEC);
+    int mfd = open(path, O_RDONLY | O_CLOEXEC);
     if (mfd < 0) {
-        snprintf(r->error, sizeof r->error, "%s: cannot open: %s", cfg->vault, strerror(errno));
+        snprintf(r->error, sizeof r->error, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    p->map_len = p->env->file_size;
-    void *m = mmap(NULL, p->map_len, PROT_READ, MAP_SHARED, mfd, 0);
+    uint64_t len = p->env->file_sizes[f];
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, mfd, 0);
     close(mfd);
     if (m == MAP_FAILED) {
-        snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", cfg->vault,
-                 (unsigned long long)p->map_len, strerror(errno));
+        snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", path,
+                 (unsigned long long)len, strerror(errno));
         return -1;
     }
-    p->map = m;
+    p->map[f] = m;
     if (p->mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
-        (void)posix_madvise(m, p->map_len, POSIX_MADV_RANDOM);
+        (void)posix_madvise(m, len, POSIX_MADV_RANDOM);
+    return 0;
+}
+
+static int open_files(pool *p, bench_result *r)
+{
+    const uint32_t n = p->env->n_files;
+    p->fd = malloc(n * sizeof *p->fd);
+    p->map = calloc(n, sizeof *p->map);
+    if (!p->fd || !p->map) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        return -1;
+    }
+    for (uint32_t f = 0; f < n; f++)
+        p->fd[f] = -1;
+    for (uint32_t f = 0; f < n; f++)
+        if (open_file(p, f, r) < 0)
+            return -1;
     return 0;
 }
 
@@ -279,7 +339,6 @@ void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_
     memset(&p, 0, sizeof p);
     p.env = env;
     p.mode = mode;
-    p.fd = -1;
     p.page = (size_t)sysconf(_SC_PAGESIZE);
     p.willneed = env->cfg->os_advice == BENCH_ADVICE_WILLNEED;
     r->slots = (uint32_t)(memory / env->slot_bytes);
@@ -288,7 +347,7 @@ void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_
     uint32_t started = 0;
     if (!th)
         snprintf(r->error, sizeof r->error, "out of memory");
-    else if (open_vault(&p, r) == 0 && alloc_buffers(&p, r) == 0) {
+    else if (open_files(&p, r) == 0 && alloc_buffers(&p, r) == 0) {
         if (start_readers(&p, th, &started, r) == 0)
             timed_replay(&p, r);
         stop_readers(&p, th, started);
@@ -298,8 +357,12 @@ void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_
         free(p.bufs[i]);
         free(p.vecs[i]);
     }
-    if (p.map)
-        munmap(p.map, p.map_len);
-    if (p.fd >= 0)
-        close(p.fd);
+    for (uint32_t f = 0; f < env->n_files; f++) {
+        if (p.map && p.map[f])
+            munmap(p.map[f], env->file_sizes[f]);
+        if (p.fd && p.fd[f] >= 0)
+            close(p.fd[f]);
+    }
+    free(p.map);
+    free(p.fd);
 }

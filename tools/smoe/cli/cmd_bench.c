@@ -19,6 +19,8 @@
 #include "sim.h"
 #include "sim_policy.h"
 #include "tool.h"
+#include "error.h"
+#include "source.h"
 #include "vault.h"
 
 static void usage(FILE *f)
@@ -110,6 +112,50 @@ static int parse_modes(const char *s, unsigned *modes)
     return tool_each_item(s, add_mode, modes) || !*modes ? -1 : 0;
 }
 
+/* The files the page-cache modes read, and each blob's ranges in them: a
+ * packed vault's blob, or an index vault's reads of its sources. */
+static int bench_files(bench_env *env, const smoe__vault *v, const char *path)
+{
+    const int index = v->version == SMOE__VAULT_VERSION_INDEX;
+    size_t n = (size_t)v->layers * v->experts;
+    env->n_files = index ? v->n_sources : 1;
+    env->files = calloc(env->n_files, sizeof *env->files);
+    env->file_sizes = calloc(env->n_files, sizeof *env->file_sizes);
+    env->blobs = calloc(n, sizeof *env->blobs);
+    env->segs = calloc(index ? v->n_segs : v->entries, sizeof *env->segs);
+    if (!env->files || !env->file_sizes || !env->blobs || !env->segs)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < env->n_files; i++) {
+        char p[4096];
+        if (index && smoe__source_path(v, i, p, sizeof p) < 0)
+            return SMOE_EINVAL;
+        if (!(env->files[i] = strdup(index ? p : path)))
+            return smoe__fail(SMOE_ENOMEM, "out of memory");
+        env->file_sizes[i] = index ? v->sources[i].size : v->file_size;
+    }
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const smoe__vault_entry *e = &v->index[i];
+        bench_blob *b = &env->blobs[i];
+        if (!e->present)
+            continue;
+        b->padded = e->padded;
+        b->first_seg = k;
+        if (!index) {
+            env->segs[k++] = (bench_seg){0, e->offset, e->padded, 0};
+        } else {
+            const smoe__vault_xentry *x = &v->xent[i];
+            for (uint32_t j = 0; j < x->n_seg; j++) {
+                const smoe__vault_seg *sg = &v->segs[x->first_seg + j];
+                env->segs[k++] = (bench_seg){sg->source, sg->file_off, sg->len, sg->slot_off};
+            }
+        }
+        b->n_seg = k - b->first_seg;
+        b->offset = env->segs[b->first_seg].off;
+    }
+    return 0;
+}
+
 /* The vault's geometry, and every (layer, expert) the replay will ask for. */
 static int load_vault(bench_env *env, const char *path)
 {
@@ -133,18 +179,10 @@ static int load_vault(bench_env *env, const char *path)
     env->slot_bytes = v.max_padded;
     env->total_padded = v.total_padded;
     env->file_size = v.file_size;
-    size_t n = (size_t)v.layers * v.experts;
-    env->blobs = calloc(n, sizeof *env->blobs);
-    if (!env->blobs) {
-        smoe__vault_free(&v);
-        return tool_error("bench", "out of memory"), -1;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (v.index[i].present) {
-            env->blobs[i].offset = v.index[i].offset;
-            env->blobs[i].padded = v.index[i].padded;
-        }
+    rc = bench_files(env, &v, path);
     smoe__vault_free(&v);
+    if (rc < 0)
+        return tool_error("bench", "%s", smoe_last_error()), -1;
     for (size_t row = 0; row < t->tok_row[env->n_tokens]; row++)
         for (uint32_t i = t->row_off[row]; i < t->row_off[row + 1]; i++) {
             uint32_t l = t->row_layer[row], e = t->ids[i];
@@ -297,7 +335,7 @@ static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
     memset(cfg, 0, sizeof *cfg);
     cfg->workers = 16;
     cfg->modes = 1u << BENCH_SMOE;
-    cfg->open_flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+    cfg->open_flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS;
     cfg->progress = isatty(2);
     cfg->drop_caches = cfg->use_cgroup = geteuid() == 0;
     *mem = "25%";
@@ -394,7 +432,7 @@ static int load_env(bench_env *env, bench_cfg *cfg, const char *mem, const char 
     env->overlap = tool_trace_overlap(&env->trace, env->n_tokens);
     if (load_vault(env, cfg->vault) < 0)
         return 1;
-    env->read_ahead_kb = read_ahead_kb(cfg->vault);
+    env->read_ahead_kb = read_ahead_kb(env->files[0]);
     if (size_caches(env, cfg, mem, sweep))
         return 1;
     if ((cfg->spec || cfg->spec_next_layer) && (cfg->modes & 1u << BENCH_SMOE))
@@ -523,6 +561,11 @@ int cmd_bench(int argc, char **argv)
     simp_steps_free(&in.steps);
     free(in.keys);
     free(env.blobs);
+    free(env.segs);
+    for (uint32_t i = 0; env.files && i < env.n_files; i++)
+        free(env.files[i]);
+    free(env.files);
+    free(env.file_sizes);
     tool_trace_free(&env.trace);
     return rc;
 }

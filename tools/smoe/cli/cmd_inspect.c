@@ -2,7 +2,8 @@
  * cmd_inspect.c - `smoe inspect`: validate a vault and show its header,
  * counts, sizes, metadata and every layout with its components, as text or
  * as JSON (json-c); and the index of its scout file (docs/scout-format.md)
- * when one is named or found beside the vault.
+ * when one is named or found beside the vault. For an index vault, its
+ * source files too, each checked: present, and unchanged since indexing.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "smoe/smoe.h"
 #include "byteorder.h"
 #include "pack.h"
+#include "source.h"
 #include "tool.h"
 #include "vault.h"
 #include "vault_cmd.h"
@@ -27,7 +29,9 @@ static void usage(FILE *f)
             "\n"
             "Validate VAULT's header and tables (not the blobs: see 'smoe verify') and\n"
             "show its header, counts, sizes, metadata and blob layouts, then the index\n"
-            "of its scout file (the dense tensors 'smoe pack' wrote beside it).\n"
+            "of its scout file (the dense tensors 'smoe pack' wrote beside it). For an\n"
+            "index vault ('smoe index'), each source file and whether it is present and\n"
+            "unchanged since indexing (exit status 1 if any is not).\n"
             "\n"
             "  --json         print one JSON object instead of text\n"
             "  --scout FILE   the scout file (default: the one the vault's metadata\n"
@@ -38,10 +42,14 @@ static void usage(FILE *f)
 
 typedef struct facts {
     uint64_t table_offset, layout_offset, meta_offset;
+    uint64_t source_offset, extent_offset; /* index vault */
     uint32_t version;
-    uint64_t payload;  /* sum of blob sizes */
+    uint64_t payload;  /* sum of blob sizes (index vault: of components) */
     uint64_t absent;   /* (layer, expert) pairs with no blob */
     uint64_t *used_by; /* blobs per layout */
+    smoe__source_state *src; /* index vault: each source now */
+    int *src_rc;       /* its check's result */
+    uint32_t bad_sources;
 } facts;
 
 static int gather(const char *path, const smoe__vault *v, facts *f)
@@ -58,6 +66,8 @@ static int gather(const char *path, const smoe__vault *v, facts *f)
     f->table_offset = smoe__le64(h + 48);
     f->layout_offset = smoe__le64(h + 56);
     f->meta_offset = smoe__le64(h + 64);
+    f->source_offset = smoe__le64(h + 80);
+    f->extent_offset = smoe__le64(h + 96);
     f->used_by = calloc(v->n_layouts, sizeof *f->used_by);
     if (!f->used_by)
         return tool_error(cmd, "out of memory");
@@ -67,10 +77,59 @@ static int gather(const char *path, const smoe__vault *v, facts *f)
             f->absent++;
             continue;
         }
-        f->payload += e->size;
+        f->payload += v->n_sources ? v->layouts[e->layout].min_bytes : e->size;
         f->used_by[e->layout]++;
     }
+    if (!v->n_sources)
+        return 0;
+    f->src = calloc(v->n_sources, sizeof *f->src);
+    f->src_rc = calloc(v->n_sources, sizeof *f->src_rc);
+    if (!f->src || !f->src_rc)
+        return tool_error(cmd, "out of memory");
+    for (uint32_t i = 0; i < v->n_sources; i++) {
+        f->src_rc[i] = smoe__source_check(v, i, smoe__io_get(), &f->src[i]);
+        if (f->src_rc[i] < 0) {
+            fprintf(stderr, "smoe inspect: %s\n", smoe_last_error());
+            f->bad_sources++;
+        }
+    }
     return 0;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    return kind == SMOE__V2_KIND_GGUF ? "gguf" : "safetensors";
+}
+
+/* A source's state in a few words. */
+static const char *source_status(const facts *f, uint32_t i)
+{
+    const smoe__source_state *st = &f->src[i];
+    if (!st->present)
+        return f->src_rc[i] == SMOE_ESOURCE ? "missing" : "cannot be opened";
+    if (f->src_rc[i] == SMOE_EINVAL)
+        return "not a regular file";
+    if (!st->size_ok)
+        return "changed (size)";
+    if (f->src_rc[i] < 0 && !st->header_hash)
+        return "unreadable";
+    if (!st->header_ok)
+        return "changed (header)";
+    return st->mtime_ok ? "present, unchanged" : "present, unchanged (but modified since)";
+}
+
+static void print_sources_text(const smoe__vault *v, const facts *f)
+{
+    printf("sources          %" PRIu32 " file%s, named relative to the vault's directory; "
+           "per-expert hashes %s\n", v->n_sources, v->n_sources == 1 ? "" : "s",
+           v->flags & SMOE__V2_NO_HASH ? "not recorded (--no-hash): verification is off"
+                                        : "recorded");
+    for (uint32_t i = 0; i < v->n_sources; i++) {
+        const smoe__vault_source *s = &v->sources[i];
+        printf("  %3" PRIu32 " %s\n      %s, %" PRIu64 " bytes, aligned to %" PRIu32
+               ", header %" PRIu64 " bytes: %s\n", i, s->name, kind_name(s->kind), s->size,
+               s->align, s->header_bytes, source_status(f, i));
+    }
 }
 
 static void shape_text(char *buf, size_t n, const smoe_component *c)
@@ -111,7 +170,12 @@ static void print_text(const char *path, const smoe__vault *v, const facts *f)
     printf("vault            %s\n", path);
     printf("file size        %" PRIu64 " bytes (%.1f MiB)\n", v->file_size,
            (double)v->file_size / (1 << 20));
-    printf("format version   %" PRIu32 "\n", f->version);
+    if (v->n_sources)
+        printf("format version   %" PRIu32 " (index vault: %" PRIu32 " extents in %" PRIu32
+               " source file%s)\n", f->version, v->n_extents, v->n_sources,
+               v->n_sources == 1 ? "" : "s");
+    else
+        printf("format version   %" PRIu32 "\n", f->version);
     printf("vault id         %016" PRIx64 "\n", v->vault_id);
     printf("layers           %" PRIu32 "\n", v->layers);
     printf("experts          %" PRIu32 " per layer\n", v->experts);
@@ -120,12 +184,25 @@ static void print_text(const char *path, const smoe__vault *v, const facts *f)
         printf("top_k            %" PRIu32 "\n", v->top_k);
     else
         printf("top_k            unknown\n");
-    printf("blob bytes       %" PRIu64 " payload, %" PRIu64 " padded, largest padded %"
-           PRIu64 "\n", f->payload, v->total_padded, v->max_padded);
-    printf("alignment        16384 (blobs), %" PRIu32 " (components)\n", v->component_align);
-    printf("tables           expert table at %" PRIu64 ", layouts at %" PRIu64
-           ", metadata at %" PRIu64 " (%" PRIu64 " bytes)\n", f->table_offset,
-           f->layout_offset, f->meta_offset, v->meta_bytes);
+    if (v->n_sources) {
+        printf("expert bytes     %" PRIu64 " in components; slots of %" PRIu64 " bytes in all, "
+               "largest %" PRIu64 ", at a %" PRIu32 "-byte read alignment\n", f->payload,
+               v->total_padded, v->max_padded, v->plan_align);
+        printf("alignment        16384 (slots); components as in their source file\n");
+        printf("tables           expert table at %" PRIu64 ", layouts at %" PRIu64
+               ", extents at %" PRIu64 ", sources at %" PRIu64 ", metadata at %" PRIu64
+               " (%" PRIu64 " bytes)\n", f->table_offset, f->layout_offset, f->extent_offset,
+               f->source_offset, f->meta_offset, v->meta_bytes);
+        print_sources_text(v, f);
+    } else {
+        printf("blob bytes       %" PRIu64 " payload, %" PRIu64 " padded, largest padded %"
+               PRIu64 "\n", f->payload, v->total_padded, v->max_padded);
+        printf("alignment        16384 (blobs), %" PRIu32 " (components)\n",
+               v->component_align);
+        printf("tables           expert table at %" PRIu64 ", layouts at %" PRIu64
+               ", metadata at %" PRIu64 " (%" PRIu64 " bytes)\n", f->table_offset,
+               f->layout_offset, f->meta_offset, v->meta_bytes);
+    }
     printf("metadata\n");
     each_meta(v, meta_text, NULL);
     printf("layouts          %" PRIu32 " (%" PRIu32 " components)\n", v->n_layouts,
@@ -221,6 +298,35 @@ static json_object *u64(uint64_t v)
     return json_object_new_uint64(v);
 }
 
+static json_object *index_json(const smoe__vault *v, const facts *f)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "hashes", json_object_new_boolean(!(v->flags & SMOE__V2_NO_HASH)));
+    json_object_object_add(o, "extents", u64(v->n_extents));
+    json_object_object_add(o, "extent_offset", u64(f->extent_offset));
+    json_object_object_add(o, "source_offset", u64(f->source_offset));
+    json_object_object_add(o, "read_align", u64(v->plan_align));
+    json_object *a = json_object_new_array();
+    for (uint32_t i = 0; i < v->n_sources; i++) {
+        const smoe__vault_source *s = &v->sources[i];
+        const smoe__source_state *st = &f->src[i];
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "name", json_object_new_string(s->name));
+        json_object_object_add(j, "path", json_object_new_string(st->path));
+        json_object_object_add(j, "kind", json_object_new_string(kind_name(s->kind)));
+        json_object_object_add(j, "size", u64(s->size));
+        json_object_object_add(j, "align", u64(s->align));
+        json_object_object_add(j, "header_bytes", u64(s->header_bytes));
+        json_object_object_add(j, "present", json_object_new_boolean(st->present));
+        json_object_object_add(j, "unchanged", json_object_new_boolean(f->src_rc[i] == 0));
+        json_object_object_add(j, "mtime_unchanged", json_object_new_boolean(st->mtime_ok));
+        json_object_object_add(j, "status", json_object_new_string(source_status(f, i)));
+        json_object_array_add(a, j);
+    }
+    json_object_object_add(o, "sources", a);
+    return o;
+}
+
 static int print_json(const char *path, const smoe__vault *v, const facts *f,
                       const char *scout_path, const pack_scout *sc)
 {
@@ -246,6 +352,8 @@ static int print_json(const char *path, const smoe__vault *v, const facts *f,
     json_object_object_add(o, "layout_offset", u64(f->layout_offset));
     json_object_object_add(o, "meta_offset", u64(f->meta_offset));
     json_object_object_add(o, "meta_bytes", u64(v->meta_bytes));
+    if (v->n_sources)
+        json_object_object_add(o, "index", index_json(v, f));
     json_object *meta = json_object_new_object();
     each_meta(v, meta_json, meta);
     json_object_object_add(o, "metadata", meta);
@@ -324,6 +432,12 @@ int cmd_inspect(int argc, char **argv)
     pack_scout_free(&sc);
     free(scout_path);
     free(f.used_by);
+    free(f.src);
+    free(f.src_rc);
+    if (rc == 0 && f.bad_sources)
+        rc = tool_error(cmd, "%s: %" PRIu32 " of its %" PRIu32 " source files %s missing or "
+                        "changed", a.path, f.bad_sources, v.n_sources,
+                        f.bad_sources == 1 ? "is" : "are");
     smoe__vault_free(&v);
     if (rc == 0 && fflush(stdout) != 0)
         rc = tool_error(cmd, "cannot write the output");

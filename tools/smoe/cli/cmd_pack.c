@@ -1,5 +1,6 @@
 /* cmd_pack.c - `smoe pack`: turn a safetensors or GGUF checkpoint into a vault
- * and a scout file (docs/packing.md). */
+ * and a scout file; `smoe index`: an index vault pointing into it, nothing
+ * copied (docs/packing.md). Both take SOURCE, --out and --pattern alike. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,11 +44,36 @@ static void usage(FILE *f)
             "  --list-patterns       print the built-in patterns and exit\n");
 }
 
+static void index_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: smoe index SOURCE --out NAME.smoe [options]\n"
+            "\n"
+            "SOURCE is as for 'smoe pack': a .safetensors file, a model.safetensors.index.json,\n"
+            "a directory holding either (config.json beside it is read when present), or a\n"
+            "GGUF file. The index vault names each source file (relative to the vault's\n"
+            "directory: move them together) and where each expert's components lie in it;\n"
+            "no weight is copied. Each expert's XXH3 is recorded (one read of the experts),\n"
+            "so a changed byte fails its load with verification on.\n"
+            "\n"
+            "options:\n"
+            "  --out FILE            the index vault to write (required)\n"
+            "  --scout FILE          also write a scout file, a copy of the dense tensors\n"
+            "                        (default: none; the engine reads them from SOURCE)\n"
+            "  --pattern SPEC        another expert name pattern, as for 'smoe pack'\n"
+            "  --no-hash             record no per-expert hashes: reads no expert byte, and\n"
+            "                        verification is off for this vault\n"
+            "  --progress, --quiet   force the progress bar on or off (default: on when\n"
+            "                        stderr is a terminal)\n"
+            "  --list-patterns       print the built-in patterns and exit\n");
+}
+
 enum { OPT_PATTERN = 1, OPT_ALIGN };
 
 typedef struct pack_args {
     const char *out, *source;
     int list;
+    int index, no_hash;       /* smoe index, --no-hash */
     pack_opts o;
     pack_patterns ps;
 } pack_args;
@@ -57,7 +83,7 @@ static int pack_opt(void *ctx, const tool_opt *opt, const char *v)
     pack_args *a = ctx;
     if (opt->id == OPT_PATTERN) {
         if (pack_patterns_add(&a->ps, v) < 0)
-            return tool_error("pack", "%s", smoe_last_error());
+            return tool_error(a->index ? "index" : "pack", "%s", smoe_last_error());
     } else if (tool_parse_u32(v, 256, 16384, &a->o.component_align) < 0 ||
                (a->o.component_align & (a->o.component_align - 1))) {
         return tool_error("pack", "--component-align: '%s' is not a power of two from 256 to "
@@ -67,12 +93,14 @@ static int pack_opt(void *ctx, const tool_opt *opt, const char *v)
 }
 
 /* -1 to go on with a->ps to free; else the exit code, a->ps freed. */
-static int parse_args(int argc, char **argv, pack_args *a)
+static int parse_args(int argc, char **argv, int index, pack_args *a)
 {
     memset(a, 0, sizeof *a);
+    a->index = index;
     a->o.progress = isatty(STDERR_FILENO);
+    const char *cmd = index ? "index" : "pack";
     if (pack_patterns_init(&a->ps) < 0)
-        return tool_error("pack", "%s", smoe_last_error());
+        return tool_error(cmd, "%s", smoe_last_error());
     const tool_opt opts[] = {
         TOOL_FLAG("--list-patterns", &a->list, 1),
         TOOL_FLAG("--progress", &a->o.progress, 1),
@@ -80,12 +108,15 @@ static int parse_args(int argc, char **argv, pack_args *a)
         {"--out", "-o", TOOL_OPT_VALUE, 0, &a->out, 0},
         TOOL_TEXT("--scout", &a->o.scout),
         TOOL_VALUE("--pattern", OPT_PATTERN),
-        TOOL_VALUE("--component-align", OPT_ALIGN),
+        index ? (tool_opt)TOOL_FLAG("--no-hash", &a->no_hash, 1)
+              : (tool_opt)TOOL_VALUE("--component-align", OPT_ALIGN),
         TOOL_OPTS_END,
     };
     const tool_cli cli = {
-        .cmd = "pack", .usage = usage, .opts = opts, .operand = &a->source,
-        .max_operands = 1, .unknown = "unknown option '%s' (see smoe pack --help)",
+        .cmd = cmd, .usage = index ? index_usage : usage, .opts = opts,
+        .operand = &a->source, .max_operands = 1,
+        .unknown = index ? "unknown option '%s' (see smoe index --help)"
+                         : "unknown option '%s' (see smoe pack --help)",
         .extra = "more than one SOURCE ('%s' and '%s')", .status = 1,
     };
     int rc = tool_args_parse(&cli, argc, argv, pack_opt, a);
@@ -94,7 +125,7 @@ static int parse_args(int argc, char **argv, pack_args *a)
             printf("%s\n", a->ps.p[i].spec);
         rc = 0;
     } else if (rc < 0 && (!a->out || !a->source)) {
-        usage(stderr);
+        cli.usage(stderr);
         rc = 2;
     }
     if (rc >= 0)
@@ -121,10 +152,30 @@ static void print_result(const pack_args *a, const pack_result *r)
     free(scout);
 }
 
-int cmd_pack(int argc, char **argv)
+static void print_index_result(const pack_args *a, const pack_index_result *r)
+{
+    char vb[32], mb[32], hb[32], sb[32];
+    double secs = (double)r->ns / 1e9;
+    tool_human_bytes(vb, sizeof vb, (double)r->vault_bytes, 2);
+    tool_human_bytes(mb, sizeof mb, (double)r->model_bytes, 2);
+    tool_human_bytes(hb, sizeof hb, (double)r->hashed_bytes, 2);
+    printf("%s: %" PRIu32 " layers x %" PRIu32 " experts, %" PRIu32 " entries, %" PRIu32
+           " layout%s, %" PRIu32 " source file%s (%s), index %s (%.4f%% of the model)\n",
+           a->out, r->layers, r->experts, r->entries, r->layouts, r->layouts == 1 ? "" : "s",
+           r->sources, r->sources == 1 ? "" : "s", mb, vb,
+           r->model_bytes ? 100.0 * (double)r->vault_bytes / (double)r->model_bytes : 0.0);
+    if (a->o.scout) {
+        tool_human_bytes(sb, sizeof sb, (double)r->scout_bytes, 2);
+        printf("%s: %" PRIu64 " dense tensors, %s\n", a->o.scout, r->n_scout, sb);
+    }
+    printf("%s %s in %.2f s%s\n", a->no_hash ? "read headers," : "read and hashed", hb, secs,
+           a->no_hash ? " (no expert hashes: verification is off for this vault)" : "");
+}
+
+static int run(int argc, char **argv, int index)
 {
     pack_args a;
-    int rc = parse_args(argc, argv, &a);
+    int rc = parse_args(argc, argv, index, &a);
     if (rc >= 0)
         return rc;
     a.o.out = a.out;
@@ -136,12 +187,32 @@ int cmd_pack(int argc, char **argv)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     pack_result r;
-    int err = pack_run(a.source, &a.ps, &a.o, &r);
+    pack_index_result ir;
+    int err;
+    if (index) {
+        pack_index_opts io = {a.out, a.o.scout, a.no_hash, a.o.progress, &interrupted};
+        err = pack_index_run(a.source, &a.ps, &io, &ir);
+    } else {
+        err = pack_run(a.source, &a.ps, &a.o, &r);
+    }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     pack_patterns_free(&a.ps);
     if (err < 0)
-        return tool_error("pack", "%s", smoe_last_error());
-    print_result(&a, &r);
+        return tool_error(index ? "index" : "pack", "%s", smoe_last_error());
+    if (index)
+        print_index_result(&a, &ir);
+    else
+        print_result(&a, &r);
     return 0;
+}
+
+int cmd_pack(int argc, char **argv)
+{
+    return run(argc, argv, 0);
+}
+
+int cmd_index(int argc, char **argv)
+{
+    return run(argc, argv, 1);
 }

@@ -99,8 +99,19 @@ static int parse_args(int argc, char **argv, read_args *a)
 typedef struct read_run {
     uint32_t n;                       /* blobs */
     uint64_t payload, bad, retried;   /* bytes claimed, hash mismatches, reads retried */
+    uint64_t components;              /* the claimed components' bytes */
     uint64_t open_ns, ns;
+    int index;                        /* an index vault */
 } read_run;
+
+/* The library's warnings (a source file modified since indexing, a small
+ * ring) on stderr. */
+static void log_warning(void *user, int level, const char *msg)
+{
+    (void)user;
+    if (level <= SMOE_LOG_WARN)
+        fprintf(stderr, "smoe read: %s\n", msg);
+}
 
 static smoe_stream *open_stream(const read_args *a, read_run *run)
 {
@@ -109,7 +120,9 @@ static smoe_stream *open_stream(const read_args *a, read_run *run)
     o.ring_slots = a->slots;
     o.verify = (uint32_t)a->verify;
     o.chunk_bytes = (uint32_t)a->chunk;
-    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | (a->buffered ? SMOE_OPEN_BUFFERED : 0);
+    o.log_fn = log_warning;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS |
+              (a->buffered ? SMOE_OPEN_BUFFERED : 0);
     smoe_stream *s = NULL;
     uint64_t t0 = tool_now_ns();
     if (smoe_open(a->path, &o, &s) < 0)
@@ -149,7 +162,8 @@ static int stream_all(const read_args *a, smoe_stream *s, const smoe__vault *v,
         if (r < 0 || (r = claim(s, order[i] / E, order[i] % E, a->retries, run, &b)) < 0)
             break;
         run->payload += b.size;
-        if (a->hash && smoe__hash(b.data, b.size) != v->index[order[i]].hash)
+        run->components += v->layouts[b.layout].min_bytes;
+        if (a->hash && vault_blob_hash(s, v, &b) != v->index[order[i]].hash)
             run->bad++;
         r = smoe_release(s, &b);
     }
@@ -165,6 +179,8 @@ static void print_json(const read_args *a, const read_run *run, const smoe_stats
     json_object_object_add(j, "blobs", json_object_new_int64(run->n));
     json_object_object_add(j, "payload_bytes", json_object_new_int64((int64_t)run->payload));
     json_object_object_add(j, "bytes_read", json_object_new_int64((int64_t)st->bytes_read));
+    json_object_object_add(j, "component_bytes", json_object_new_int64((int64_t)run->components));
+    json_object_object_add(j, "index_vault", json_object_new_boolean(run->index));
     json_object_object_add(j, "seconds", json_object_new_double(sec));
     json_object_object_add(j, "gb_per_s", json_object_new_double(gbs));
     json_object_object_add(j, "open_seconds", json_object_new_double((double)run->open_ns / 1e9));
@@ -195,6 +211,12 @@ static void print_text(const read_args *a, const read_run *run, const smoe_stats
            (unsigned long long)st->slots, (unsigned long long)st->slot_bytes,
            (double)st->ring_bytes / 1048576.0, (double)rss / 1048576.0,
            (double)run->open_ns / 1e9);
+    if (run->index)
+        printf("index vault: %.1f MiB of components; %.1f MiB more read for the read "
+               "alignment (%.2f%%)\n", (double)run->components / 1048576.0,
+               (double)(st->bytes_read - run->components) / 1048576.0,
+               run->components ? 100.0 * (double)(st->bytes_read - run->components) /
+                                     (double)run->components : 0.0);
     if (a->hash)
         printf("hash mismatches: %llu\n", (unsigned long long)run->bad);
     if (st->reads_failed || run->retried)
@@ -232,6 +254,7 @@ int cmd_read(int argc, char **argv)
         smoe_close(s);
         return tool_error(cmd, "%s", smoe_last_error());
     }
+    run.index = v.version == SMOE__VAULT_VERSION_INDEX;
     uint32_t *order = vault_keys_by_offset(&v, &run.n);
     if (!order)
         rc = tool_error(cmd, "out of memory");

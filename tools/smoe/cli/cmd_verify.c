@@ -3,6 +3,8 @@
  * read every blob (in file order, buffered, with a sequential-access hint)
  * and check its XXH3 checksum and that its padding is zero; then the same
  * for the scout file beside it, when there is one (docs/scout-format.md).
+ * An index vault: every source file against its record, then every
+ * expert's components read from the sources and hashed in order.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +16,10 @@
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
+#include "extent.h"
 #include "pack.h"
 #include "io.h"
+#include "source.h"
 #include "tool.h"
 #include "vault.h"
 #include "vault_cmd.h"
@@ -32,7 +36,9 @@ static void usage(FILE *f)
             "Validate VAULT's header and tables, then read every blob and check its\n"
             "checksum and zero padding. Each bad blob is reported on stderr as\n"
             "'layer L expert E: ...'; the exit status is 1 if any is bad. Then check\n"
-            "the scout file's index and every tensor's checksum.\n"
+            "the scout file's index and every tensor's checksum. For an index vault\n"
+            "(smoe index), first check each source file (present, size, header), then\n"
+            "read every expert's components from them and check its checksum.\n"
             "\n"
             "  --scout FILE   the scout file (default: the one the vault's metadata\n"
             "                 names, or NAME.scout, when it exists beside the vault)\n"
@@ -124,6 +130,119 @@ static int64_t check_blobs(checker *c, const smoe__vault *v, uint32_t *n)
     return bad;
 }
 
+/* Every source file of an index vault against its record; the number of
+ * bad ones (each said on stderr), their descriptors in fds (-1: none). */
+static int check_sources(const smoe__vault *v, int *fds)
+{
+    smoe__source_state st;
+    int bad = 0;
+    for (uint32_t i = 0; i < v->n_sources; i++) {
+        fds[i] = -1;
+        if (smoe__source_check(v, i, smoe__io_get(), &st) < 0) {
+            tool_error(cmd, "%s", smoe_last_error());
+            bad++;
+            continue;
+        }
+        if (!st.mtime_ok)
+            fprintf(stderr, "smoe verify: %s: source %" PRIu32 " '%s': modified since it was "
+                    "indexed, but its size and header are unchanged\n", v->path, i,
+                    v->sources[i].name);
+        fds[i] = open(st.path, O_RDONLY | O_CLOEXEC);
+#if defined(POSIX_FADV_SEQUENTIAL)
+        if (fds[i] >= 0)
+            posix_fadvise(fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    }
+    return bad;
+}
+
+/* One expert of an index vault: its components from the sources, hashed
+ * in order; prints its problem and returns 1 if it is bad. */
+static int check_expert(checker *c, const smoe__vault *v, const int *fds, const item *it,
+                        uint32_t key)
+{
+    const uint32_t first = v->xent[key].first_extent, n = v->layouts[it->e->layout].n;
+    XXH3_64bits_reset(c->st);
+    for (uint32_t k = 0; k < n; k++) {
+        const smoe__vault_xt *x = &v->extents[first + k];
+        c->fd = fds[x->source];
+        if (c->fd < 0)
+            return 1; /* said with the source */
+        for (uint64_t done = 0; done < x->length;) {
+            size_t m = x->length - done < CHUNK ? (size_t)(x->length - done) : CHUNK;
+            if (read_at(c, it, m, x->offset + done))
+                return 1;
+            XXH3_64bits_update(c->st, c->buf, m);
+            c->bytes += m;
+            done += m;
+        }
+    }
+    uint64_t h = XXH3_64bits_digest(c->st);
+    if (h == it->e->hash)
+        return 0;
+    fprintf(stderr, "smoe verify: %s: layer %" PRIu32 " expert %" PRIu32 ": checksum mismatch: "
+            "stored %016" PRIx64 ", computed %016" PRIx64 " over its %" PRIu32 " components in "
+            "'%s'...\n", c->path, it->layer, it->expert, it->e->hash, h, n,
+            v->sources[v->extents[first].source].name);
+    return 1;
+}
+
+/* An index vault: its sources, then (unless it has no hashes) every
+ * expert; 0, 1 when anything is bad, -1 when out of memory. */
+static int verify_index(const char *path, const smoe__vault *v, uint64_t t0)
+{
+    int *fds = malloc(v->n_sources * sizeof *fds);
+    checker c = {path, -1, malloc(CHUNK), XXH3_createState(), 0};
+    int rc = 0;
+    for (uint32_t i = 0; fds && i < v->n_sources; i++)
+        fds[i] = -1;
+    if (!fds || !c.buf || !c.st) {
+        rc = -tool_error(cmd, "out of memory");
+        goto out;
+    }
+    int bad_src = check_sources(v, fds);
+    int64_t bad = 0;
+    uint32_t n = 0;
+    if (!(v->flags & SMOE__V2_NO_HASH)) {
+        uint32_t *keys = vault_keys_by_offset(v, &n);
+        if (!keys) {
+            rc = -tool_error(cmd, "out of memory");
+            goto out;
+        }
+        tool_progress pg;
+        tool_progress_start(&pg, cmd);
+        for (uint32_t i = 0; i < n; i++) {
+            item it = {&v->index[keys[i]], keys[i] / v->experts, keys[i] % v->experts};
+            bad += check_expert(&c, v, fds, &it, keys[i]);
+            tool_progress_blobs(&pg, i + 1, n, c.bytes);
+        }
+        free(keys);
+    }
+    double secs = (double)(tool_now_ns() - t0) / 1e9;
+    printf("%s: %" PRIu32 " source file%s checked%s", path, v->n_sources,
+           v->n_sources == 1 ? "" : "s", bad_src ? "" : ", unchanged");
+    if (v->flags & SMOE__V2_NO_HASH)
+        printf("; no per-expert hashes (indexed with --no-hash): experts not checked\n");
+    else
+        printf("; %" PRIu32 " experts, %" PRIu64 " bytes read in %.2f s (%.1f MiB/s)%s\n", n,
+               c.bytes, secs, secs > 0 ? (double)c.bytes / (1 << 20) / secs : 0.0,
+               bad || bad_src ? "" : ": OK");
+    if (bad_src)
+        printf("%d bad source file%s\n", bad_src, bad_src == 1 ? "" : "s");
+    if (bad)
+        printf("%" PRId64 " bad expert%s\n", bad, bad == 1 ? "" : "s");
+    rc = bad || bad_src ? 1 : 0;
+out:
+    for (uint32_t i = 0; fds && i < v->n_sources; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(fds);
+    free(c.buf);
+    if (c.st)
+        XXH3_freeState(c.st);
+    return rc;
+}
+
 /* The scout file's index and data; 0, or 1 when it is bad. */
 static int check_scout(const char *scout)
 {
@@ -191,7 +310,8 @@ int cmd_verify(int argc, char **argv)
     rc = smoe__vault_load(&v, a.path, smoe__io_get());
     if (rc < 0)
         return tool_error(cmd, "%s (%s)", smoe_last_error(), smoe_err_name(rc));
-    rc = verify_vault(a.path, &v, t0);
+    rc = v.version == SMOE__VAULT_VERSION_INDEX ? verify_index(a.path, &v, t0)
+                                                : verify_vault(a.path, &v, t0);
     if (rc >= 0) {
         char *scout = vault_args_scout(&a, &v);
         if (scout && check_scout(scout))

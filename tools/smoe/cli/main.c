@@ -12,6 +12,7 @@ static const struct {
 } cmds[] = {
     {"gen", cmd_gen, "write a vault of random experts"},
     {"pack", cmd_pack, "turn a safetensors or GGUF checkpoint into a vault and a scout file"},
+    {"index", cmd_index, "write an index vault pointing into a checkpoint (nothing copied)"},
     {"inspect", cmd_inspect, "show a vault's header, counts and layouts"},
     {"verify", cmd_verify, "check every blob's checksum"},
     {"read", cmd_read, "stream every blob once through the library"},

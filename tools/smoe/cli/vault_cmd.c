@@ -1,6 +1,7 @@
 /* vault_cmd.c - what the one-vault subcommands share (vault_cmd.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "args.h"
 #include "pack.h"
@@ -33,14 +34,17 @@ char *vault_args_scout(const vault_args *a, const smoe__vault *v)
 }
 
 typedef struct blob_ref {
+    uint32_t file;
     uint64_t offset;
     uint32_t key;
 } blob_ref;
 
 static int by_offset(const void *a, const void *b)
 {
-    uint64_t x = ((const blob_ref *)a)->offset, y = ((const blob_ref *)b)->offset;
-    return x < y ? -1 : x > y;
+    const blob_ref *x = a, *y = b;
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
 uint32_t *vault_keys_by_offset(const smoe__vault *v, uint32_t *n)
@@ -54,12 +58,36 @@ uint32_t *vault_keys_by_offset(const smoe__vault *v, uint32_t *n)
         free(keys);
         return NULL;
     }
-    for (uint32_t k = 0; k < total; k++)
-        if (v->index[k].present)
-            refs[(*n)++] = (blob_ref){v->index[k].offset, k};
+    for (uint32_t k = 0; k < total; k++) {
+        if (!v->index[k].present)
+            continue;
+        if (v->version == SMOE__VAULT_VERSION_INDEX) {
+            /* where its first read starts */
+            const smoe__vault_seg *sg = &v->segs[v->xent[k].first_seg];
+            refs[(*n)++] = (blob_ref){sg->source, sg->file_off, k};
+        } else {
+            refs[(*n)++] = (blob_ref){0, v->index[k].offset, k};
+        }
+    }
     qsort(refs, *n, sizeof *refs, by_offset);
     for (uint32_t i = 0; i < *n; i++)
         keys[i] = refs[i].key;
     free(refs);
     return keys;
+}
+
+uint64_t vault_blob_hash(smoe_stream *s, const smoe__vault *v, const smoe_blob *b)
+{
+    if (v->version != SMOE__VAULT_VERSION_INDEX)
+        return smoe__hash(b->data, (size_t)b->size); /* the payload, gaps included */
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0;
+    XXH3_64bits_reset(st);
+    smoe_component c;
+    for (uint32_t k = 0; smoe_blob_component(s, b, k, &c) == 0; k++)
+        XXH3_64bits_update(st, (const char *)b->data + c.offset, (size_t)c.nbytes);
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "smoe/smoe.h"
 #include "vault.h"
 
 typedef struct vault_args {
@@ -27,8 +28,13 @@ int vault_args_parse(const char *cmd, void (*usage)(FILE *f), int with_json, int
 char *vault_args_scout(const vault_args *a, const smoe__vault *v);
 
 /* The keys (layer * experts + expert) of v's present blobs in the order
- * they lie in the file; *n gets their count. malloc'd, NULL when out of
+ * they lie in the file (an index vault's: by source file, then offset);
+ * *n gets their count. malloc'd, NULL when out of
  * memory. */
 uint32_t *vault_keys_by_offset(const smoe__vault *v, uint32_t *n);
+
+/* The hash a claimed blob of v is recorded with: XXH3 of a packed blob's
+ * payload, of an index vault's components in order (0 when out of memory). */
+uint64_t vault_blob_hash(smoe_stream *s, const smoe__vault *v, const smoe_blob *b);
 
 #endif

@@ -17,6 +17,7 @@ typedef int (*tool_cmd_fn)(int argc, char **argv);
 
 int cmd_gen(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
+int cmd_index(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_read(int argc, char **argv);

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
+#include "io.h"
 
 #define PACK_MAX_DIMS 8
 /* Returned (positive) by the buffer parsers when the buffer ends before the
@@ -59,6 +60,10 @@ typedef struct pack_tensor {
 typedef struct pack_file {
     char *path;
     uint64_t size;
+    uint32_t kind;         /* PACK_FMT_* of this file */
+    uint32_t align;        /* every tensor offset is a multiple (GGUF: general.alignment) */
+    uint64_t header_bytes; /* its header: safetensors' length and JSON, GGUF's key-values
+                              and tensor infos */
 } pack_file;
 
 typedef enum pack_format { PACK_FMT_SAFETENSORS = 1, PACK_FMT_GGUF = 2 } pack_format;
@@ -298,6 +303,8 @@ typedef struct pack_opts {
     uint32_t component_align; /* 0: 256 */
     int progress;             /* 1: draw a progress bar on stderr */
     const volatile sig_atomic_t *stop; /* nonzero (set by a signal): abandon */
+    int scout_only;           /* write the scout file only (smoe index --scout); out
+                                 names the vault it will go with */
 } pack_opts;
 
 typedef struct pack_result {
@@ -313,9 +320,78 @@ typedef struct pack_result {
 int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o,
                pack_result *r);
 
+/* The vault metadata of a plan (arch, model, top_k, quant, source_format,
+ * and scout when scout_path is given), each through put. */
+int pack_plan_meta(const pack_source *s, const pack_plan *p, const char *scout_path,
+                   int (*put)(void *u, const char *key, const char *value), void *u);
+/* SMOE_EINVAL when out is one of s's files (a rename would replace it). */
+int pack_check_not_source(const pack_source *s, const char *out);
+
+/* Open SOURCE and plan it (a model name from the path when the source
+ * gives none). patterns may be NULL (built-ins only). On failure s and
+ * plan are still to be freed. */
+int pack_prepare(const char *source, const pack_patterns *ps, uint32_t component_align,
+                 pack_source *s, pack_plan *plan);
 /* Everything: open, plan, write. patterns may be NULL (built-ins only). */
 int pack_run(const char *source, const pack_patterns *ps, const pack_opts *o,
              pack_result *r);
+
+/* ---- index vaults (pack_index.c, docs/vault-format.md "Version 2") ---- */
+
+typedef struct pack_index_opts {
+    const char *out;          /* the index vault to write */
+    const char *scout;        /* a scout file (a copy of the dense tensors); NULL: none */
+    int no_hash;              /* record no per-expert hashes: read no expert byte */
+    int progress;             /* 1: draw a progress bar on stderr */
+    const volatile sig_atomic_t *stop; /* nonzero (set by a signal): abandon */
+} pack_index_opts;
+
+typedef struct pack_index_result {
+    uint32_t layers, experts, entries, layouts, sources;
+    uint64_t vault_bytes;     /* the index vault's size */
+    uint64_t model_bytes;     /* the source files' sizes together */
+    uint64_t expert_bytes;    /* the experts' bytes (read and hashed unless no_hash) */
+    uint64_t hashed_bytes;    /* bytes read: headers, and experts unless no_hash */
+    uint64_t n_scout, scout_bytes;
+    uint64_t ns;              /* wall time */
+} pack_index_result;
+
+/* Write the index vault of a plan: sources named relative to the vault's
+ * directory with their size, modification time and header hash; experts
+ * as extents with the XXH3 of their components in order (unless no_hash);
+ * the scout copy first when asked for. Written as "<out>.tmp.<pid>",
+ * fsynced and renamed; an error or interrupt leaves no output. */
+int pack_index_write(const pack_source *s, const pack_plan *p, const pack_index_opts *o,
+                     pack_index_result *r);
+/* Open, plan, index. */
+int pack_index_run(const char *source, const pack_patterns *ps, const pack_index_opts *o,
+                   pack_index_result *r);
+
+/* ---- reading a plan's sources in order (pack_feed.c) ------------------ */
+
+typedef struct pack_feed_cursor {
+    size_t scout;
+    uint32_t layer, expert, comp;
+    uint64_t done; /* bytes of the current range already advised */
+} pack_feed_cursor;
+
+typedef struct pack_feed {
+    const pack_source *s;
+    const pack_plan *p;
+    const smoe__io *io;
+    int *fds;               /* one per source file */
+    size_t n_scout;         /* scout tensors read first (0: none) */
+    pack_feed_cursor ra;    /* where read-ahead has got to */
+    uint64_t issued, consumed;
+} pack_feed;
+
+/* Open every source file of s; with_scout: the scout tensors come first. */
+int pack_feed_open(pack_feed *f, const pack_source *s, const pack_plan *p, int with_scout);
+/* Read n bytes at off of source file `file` (the next range in order, for
+ * the read-ahead to stay ahead), naming tensor in a failure. */
+int pack_feed_read(pack_feed *f, uint32_t file, void *buf, size_t n, uint64_t off,
+                   const char *tensor);
+void pack_feed_close(pack_feed *f);
 
 /* ---- progress bar (pack_progress.c) ---------------------------------- */
 

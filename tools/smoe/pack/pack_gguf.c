@@ -377,6 +377,11 @@ static int parse(cur *c, uint32_t file, pack_source *s)
         if ((rc = parse_tensor_info(c, s, file, i, st.alignment)))
             return rc;
 
+    if (file < s->n_files) {
+        s->files[file].kind = PACK_FMT_GGUF;
+        s->files[file].align = st.alignment;
+        s->files[file].header_bytes = c->pos; /* the header and tensor infos */
+    }
     uint64_t data = ((uint64_t)c->pos + st.alignment - 1) / st.alignment * st.alignment;
     if (n_tensors && data > c->file_size)
         return smoe__fail(SMOE_ETRUNC, "%s: data section would start at %" PRIu64 ", past the "

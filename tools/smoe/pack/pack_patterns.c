@@ -41,6 +41,12 @@ static const char *const builtin[] = {
     "stacked:{*}layers.{L}.feed_forward.experts.{C}:gate_up_proj=gate_up,down_proj=down",
     /* Granite MoE. */
     "stacked:{*}layers.{L}.block_sparse_moe.{C}.weight:input_linear=gate_up,output_linear=down",
+    /* NVIDIA Nemotron-H MoE: no gate, up and down only; per expert as the
+     * checkpoints store them, stacked as transformers 5 does. */
+    "expert:{*}layers.{L}.mixer.experts.{E}.{C}_proj.weight:up=up,down=down",
+    "stacked:{*}layers.{L}.mixer.experts.{C}:up_proj=up,down_proj=down",
+    /* JetMoE: input_linear stacks gate and up, [experts, 2 x ffn, hidden]. */
+    "stacked:{*}layers.{L}.mlp.{C}.weight:input_linear=gate_up,output_linear=down",
     /* GGUF (llama.cpp): stacked, and the older one-tensor-per-expert form. */
     "stacked:blk.{L}.ffn_{C}_exps.weight:gate=gate,up=up,down=down,gate_up=gate_up",
     "expert:blk.{L}.ffn_{C}.{E}.weight:gate=gate,up=up,down=down",

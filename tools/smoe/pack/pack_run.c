@@ -1,4 +1,5 @@
-/* pack_run.c - `smoe pack` as one call: open the source, plan, write. */
+/* pack_run.c - `smoe pack` and `smoe index` as one call each: open the
+ * source, plan, write. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,16 +34,13 @@ static int default_model_name(pack_source *s, const char *path)
     return rc;
 }
 
-int pack_run(const char *source, const pack_patterns *ps, const pack_opts *o,
-             pack_result *r)
+int pack_prepare(const char *source, const pack_patterns *ps, uint32_t component_align,
+                 pack_source *s, pack_plan *plan)
 {
-    pack_source s;
-    pack_plan plan;
     pack_patterns builtin;
     int have_builtin = 0;
-    pack_source_init(&s);
-    memset(&plan, 0, sizeof plan);
-    memset(r, 0, sizeof *r);
+    pack_source_init(s);
+    memset(plan, 0, sizeof *plan);
     int rc = 0;
     if (!ps) {
         if ((rc = pack_patterns_init(&builtin)) < 0)
@@ -50,16 +48,40 @@ int pack_run(const char *source, const pack_patterns *ps, const pack_opts *o,
         have_builtin = 1;
         ps = &builtin;
     }
-    rc = pack_source_open(&s, source);
-    if (rc == 0 && !s.meta.model)
-        rc = default_model_name(&s, source);
+    rc = pack_source_open(s, source);
+    if (rc == 0 && !s->meta.model)
+        rc = default_model_name(s, source);
     if (rc == 0)
-        rc = pack_plan_build(&plan, &s, ps, o->component_align);
+        rc = pack_plan_build(plan, s, ps, component_align);
+    if (have_builtin)
+        pack_patterns_free(&builtin);
+    return rc;
+}
+
+int pack_run(const char *source, const pack_patterns *ps, const pack_opts *o,
+             pack_result *r)
+{
+    pack_source s;
+    pack_plan plan;
+    memset(r, 0, sizeof *r);
+    int rc = pack_prepare(source, ps, o->component_align, &s, &plan);
     if (rc == 0)
         rc = pack_write(&s, &plan, o, r);
     pack_plan_free(&plan);
     pack_source_free(&s);
-    if (have_builtin)
-        pack_patterns_free(&builtin);
+    return rc;
+}
+
+int pack_index_run(const char *source, const pack_patterns *ps, const pack_index_opts *o,
+                   pack_index_result *r)
+{
+    pack_source s;
+    pack_plan plan;
+    memset(r, 0, sizeof *r);
+    int rc = pack_prepare(source, ps, 0, &s, &plan);
+    if (rc == 0)
+        rc = pack_index_write(&s, &plan, o, r);
+    pack_plan_free(&plan);
+    pack_source_free(&s);
     return rc;
 }

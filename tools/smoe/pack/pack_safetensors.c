@@ -241,8 +241,21 @@ int pack_st_parse_header(const uint8_t *buf, size_t n, uint64_t file_size,
     json_object_put(root);
     if (rc < 0)
         return rc;
-    return pack_source_check_ranges(s, first, s->n_tensors - first, data_start, file_size,
-                                    fname);
+    if ((rc = pack_source_check_ranges(s, first, s->n_tensors - first, data_start, file_size,
+                                       fname)) < 0)
+        return rc;
+    if (file < s->n_files) {
+        /* The data's alignment: 8 as the format asks, less when the header
+         * length leaves the data (or a tensor) off it. */
+        uint32_t align = 8;
+        for (size_t i = first; i < s->n_tensors; i++)
+            while (s->tensors[i].nbytes && s->tensors[i].offset % align)
+                align /= 2;
+        s->files[file].kind = PACK_FMT_SAFETENSORS;
+        s->files[file].align = align;
+        s->files[file].header_bytes = data_start;
+    }
+    return 0;
 }
 
 /* The first 8 bytes give the header length: then read exactly what it

@@ -21,37 +21,21 @@
 #include <xxhash.h>
 
 #include "error.h"
-#include "fadvise.h"
 #include "io.h"
 #include "pack.h"
 #include "tool.h"
 
 #define COPY_CHUNK (8u << 20)
-/* Read-ahead: keep this many bytes of the reads to come advised to the
- * kernel (POSIX_FADV_WILLNEED), in pieces of RA_PIECE, so the disk streams
- * while the copy hashes and writes. */
-#define RA_WINDOW (64ull << 20)
-#define RA_PIECE (4ull << 20)
-
-/* Position in the sequence of source ranges the copy reads, in its order:
- * the scout tensors, then every blob's slices (layer, expert, component). */
-typedef struct ra_cursor {
-    size_t scout;
-    uint32_t layer, expert, comp;
-    uint64_t done; /* bytes of the current range already advised */
-} ra_cursor;
 
 typedef struct wctx {
     const pack_source *s;
     const pack_plan *p;
     const pack_opts *o;
     const smoe__io *io;
-    int *fds;              /* one per source file */
+    pack_feed feed;        /* the sources, read in copy order (pack_feed.c) */
     pack_progress *pg;
     uint8_t *buf;          /* COPY_CHUNK bytes, or the largest blob */
     size_t cap;
-    ra_cursor ra;
-    uint64_t ra_issued, ra_consumed;
     /* the outputs */
     char *scout_path, *tmp; /* the scout file, and its temporary name */
     int sfd;                /* tmp, open for writing */
@@ -59,74 +43,6 @@ typedef struct wctx {
     pack_scout sc;
     smoe_writer *w;
 } wctx;
-
-/* The range at cursor k: 1 and its place, or 0 past the end. */
-static int ra_range(const wctx *c, const ra_cursor *k, uint32_t *file, uint64_t *off,
-                    uint64_t *len)
-{
-    const pack_plan *p = c->p;
-    if (k->scout < p->n_scout) {
-        const pack_tensor *t = &c->s->tensors[p->scout[k->scout]];
-        *file = t->file;
-        *off = t->offset;
-        *len = t->nbytes;
-        return 1;
-    }
-    for (uint32_t l = k->layer; l < p->layers; l++) {
-        uint32_t id = p->layer_layout[l];
-        if (id == UINT32_MAX)
-            continue;
-        const pack_layout *lay = &p->layouts[id];
-        uint32_t e = l == k->layer ? k->expert : 0, comp = l == k->layer ? k->comp : 0;
-        if (e >= p->experts)
-            continue;
-        const pack_slice *sl = &p->slices[p->layer_slice0[l] + (size_t)e * lay->n + comp];
-        *file = sl->file;
-        *off = sl->offset;
-        *len = sl->nbytes;
-        return 1;
-    }
-    return 0;
-}
-
-static void ra_next(const wctx *c, ra_cursor *k)
-{
-    const pack_plan *p = c->p;
-    k->done = 0;
-    if (k->scout < p->n_scout) {
-        k->scout++;
-        return;
-    }
-    /* Move to the layer ra_range found, then one component on. */
-    while (k->layer < p->layers && p->layer_layout[k->layer] == UINT32_MAX)
-        k->layer++, k->expert = 0, k->comp = 0;
-    if (k->layer >= p->layers)
-        return;
-    if (++k->comp == p->layouts[p->layer_layout[k->layer]].n) {
-        k->comp = 0;
-        if (++k->expert == p->experts) {
-            k->expert = 0;
-            k->layer++;
-        }
-    }
-}
-
-static void read_ahead(wctx *c)
-{
-    while (c->ra_issued < c->ra_consumed + RA_WINDOW) {
-        uint32_t f;
-        uint64_t off, len;
-        if (!ra_range(c, &c->ra, &f, &off, &len))
-            return;
-        uint64_t piece = len - c->ra.done < RA_PIECE ? len - c->ra.done : RA_PIECE;
-        if (piece)
-            tool_advise_willneed(c->fds[f], off + c->ra.done, piece);
-        c->ra.done += piece;
-        c->ra_issued += piece;
-        if (c->ra.done == len)
-            ra_next(c, &c->ra);
-    }
-}
 
 static int stopped(const wctx *c)
 {
@@ -138,17 +54,7 @@ static int stopped(const wctx *c)
 static int read_src(wctx *c, uint32_t file, void *buf, size_t n, uint64_t off,
                     const char *tensor)
 {
-    int err = 0;
-    read_ahead(c);
-    c->ra_consumed += n;
-    int rc = smoe__io_read_full(c->io, c->fds[file], buf, n, off, NULL, &err);
-    if (rc == SMOE_ETRUNC)
-        return smoe__fail(rc, "%s: tensor '%s': the file ends inside its bytes (it shrank "
-                          "while packing?)", c->s->files[file].path, tensor);
-    if (rc < 0)
-        return smoe__fail(rc, "%s: tensor '%s': read failed: %s", c->s->files[file].path,
-                          tensor, strerror(err));
-    return 0;
+    return pack_feed_read(&c->feed, file, buf, n, off, tensor);
 }
 
 static int write_out(const wctx *c, int fd, const char *path, const void *buf, size_t n,
@@ -243,32 +149,37 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-static int set_meta(const wctx *c, smoe_writer *w, const char *scout_path)
+int pack_plan_meta(const pack_source *s, const pack_plan *p, const char *scout_path,
+                   int (*put)(void *u, const char *key, const char *value), void *u)
 {
-    const pack_meta *m = &c->s->meta;
+    const pack_meta *m = &s->meta;
     char quant[256], num[32];
     int rc = 0;
     if (m->arch)
-        rc = smoe_writer_set_meta(w, "arch", m->arch);
+        rc = put(u, "arch", m->arch);
     if (rc == 0 && m->model)
-        rc = smoe_writer_set_meta(w, "model", m->model);
+        rc = put(u, "model", m->model);
     if (rc == 0 && m->top_k) {
-        if (m->top_k > c->p->experts)
+        if (m->top_k > p->experts)
             return smoe__fail(SMOE_EFORMAT, "%s: experts per token (%" PRIu32 ") is more than "
-                              "the experts per layer (%" PRIu32 ")", c->s->path, m->top_k,
-                              c->p->experts);
+                              "the experts per layer (%" PRIu32 ")", s->path, m->top_k,
+                              p->experts);
         snprintf(num, sizeof num, "%" PRIu32, m->top_k);
-        rc = smoe_writer_set_meta(w, "top_k", num);
+        rc = put(u, "top_k", num);
     }
-    quant_string(c->p, quant, sizeof quant);
+    quant_string(p, quant, sizeof quant);
     if (rc == 0 && quant[0])
-        rc = smoe_writer_set_meta(w, "quant", quant);
+        rc = put(u, "quant", quant);
     if (rc == 0)
-        rc = smoe_writer_set_meta(w, "source_format",
-                                  c->s->format == PACK_FMT_GGUF ? "gguf" : "safetensors");
-    if (rc == 0)
-        rc = smoe_writer_set_meta(w, "scout", base_name(scout_path));
+        rc = put(u, "source_format", s->format == PACK_FMT_GGUF ? "gguf" : "safetensors");
+    if (rc == 0 && scout_path)
+        rc = put(u, "scout", base_name(scout_path));
     return rc;
+}
+
+static int writer_put(void *u, const char *key, const char *value)
+{
+    return smoe_writer_set_meta(u, key, value);
 }
 
 static int write_blobs(wctx *c, smoe_writer *w)
@@ -303,8 +214,7 @@ static int write_blobs(wctx *c, smoe_writer *w)
     return 0;
 }
 
-/* Refuse to write over one of the source files (the rename would replace it). */
-static int check_not_source(const pack_source *s, const char *out)
+int pack_check_not_source(const pack_source *s, const char *out)
 {
     struct stat o, f;
     if (stat(out, &o) != 0)
@@ -328,36 +238,20 @@ static int name_outputs(wctx *c)
     snprintf(c->tmp, tl, "%s.tmp.%ld", c->scout_path, (long)getpid());
     if (!strcmp(c->scout_path, o->out))
         return smoe__fail(SMOE_EINVAL, "the scout file and the vault are both %s", o->out);
-    int rc = check_not_source(c->s, o->out);
-    return rc < 0 ? rc : check_not_source(c->s, c->scout_path);
+    int rc = pack_check_not_source(c->s, o->out);
+    return rc < 0 ? rc : pack_check_not_source(c->s, c->scout_path);
 }
 
 /* The copy buffer (a chunk, or the largest blob) and every source file. */
 static int open_sources(wctx *c)
 {
-    const pack_source *s = c->s;
-    c->fds = malloc((s->n_files ? s->n_files : 1) * sizeof *c->fds);
-    if (!c->fds)
-        return smoe__fail(SMOE_ENOMEM, "out of memory");
-    for (uint32_t i = 0; i < s->n_files; i++)
-        c->fds[i] = -1;
     c->cap = COPY_CHUNK;
     for (uint32_t i = 0; i < c->p->n_layouts; i++)
         if (c->p->layouts[i].extent > c->cap)
             c->cap = (size_t)c->p->layouts[i].extent;
     if (!(c->buf = malloc(c->cap)))
         return smoe__fail(SMOE_ENOMEM, "out of memory (a %zu-byte blob buffer)", c->cap);
-    for (uint32_t i = 0; i < s->n_files; i++) {
-        int fd = c->io->open(c->io, s->files[i].path, SMOE__IO_RDONLY);
-        if (fd < 0)
-            return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", s->files[i].path,
-                              strerror(-fd));
-        c->fds[i] = fd;
-#if defined(POSIX_FADV_SEQUENTIAL)
-        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: larger read-ahead */
-#endif
-    }
-    return 0;
+    return pack_feed_open(&c->feed, c->s, c->p, 1);
 }
 
 /* The vault's writer with the plan's layouts (their ids the plan's
@@ -378,7 +272,7 @@ static int open_vault(wctx *c)
             return smoe__fail(SMOE_EINVAL, "%s: layout %" PRIu32 " was given id %" PRIu32,
                               c->o->out, i, id);
     }
-    return rc < 0 ? rc : set_meta(c, c->w, c->scout_path);
+    return rc < 0 ? rc : pack_plan_meta(c->s, p, c->scout_path, writer_put, c->w);
 }
 
 /* Both outputs into place: the scout file renamed, then the vault finished
@@ -393,6 +287,8 @@ static int finish_outputs(wctx *c)
         return smoe__fail(SMOE_ESYS, "renaming %s to %s failed: %s", c->tmp, c->scout_path,
                           strerror(-rc));
     c->scout_renamed = 1;
+    if (c->o->scout_only)
+        return 0;
     rc = smoe_writer_finish(c->w); /* frees w, success or not */
     c->w = NULL;
     if (rc < 0)
@@ -407,15 +303,18 @@ static int write_all(wctx *c)
     if ((rc = name_outputs(c)) < 0 || (rc = open_sources(c)) < 0 ||
         (rc = pack_scout_layout(&c->sc, c->s, c->p->scout, c->p->n_scout)) < 0)
         return rc;
-    c->pg = pack_progress_new(c->p->scout_bytes + c->p->expert_bytes, c->o->progress);
+    const int only = c->o->scout_only;
+    c->pg = pack_progress_new(c->p->scout_bytes + (only ? 0 : c->p->expert_bytes),
+                              c->o->progress);
     if (!c->pg)
         return smoe__fail(SMOE_ENOMEM, "out of memory");
-    if ((rc = open_vault(c)) < 0)
+    if (!only && (rc = open_vault(c)) < 0)
         return rc;
     c->sfd = c->io->open(c->io, c->tmp, SMOE__IO_WRONLY);
     if (c->sfd < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot create: %s", c->tmp, strerror(-c->sfd));
-    if ((rc = write_scout(c, &c->sc, c->sfd, c->tmp)) < 0 || (rc = write_blobs(c, c->w)) < 0)
+    if ((rc = write_scout(c, &c->sc, c->sfd, c->tmp)) < 0 ||
+        (!only && (rc = write_blobs(c, c->w)) < 0))
         return rc;
     return finish_outputs(c);
 }
@@ -429,10 +328,7 @@ static void cleanup(wctx *c, int rc)
         c->io->close(c->io, c->sfd);
     if (rc < 0 && !c->scout_renamed && c->tmp)
         c->io->unlink(c->io, c->tmp);
-    for (uint32_t i = 0; c->fds && i < c->s->n_files; i++)
-        if (c->fds[i] >= 0)
-            c->io->close(c->io, c->fds[i]);
-    free(c->fds);
+    pack_feed_close(&c->feed);
     free(c->buf);
     free(c->tmp);
     free(c->scout_path);

@@ -1,0 +1,180 @@
+/*
+ * extent.c - planning an index vault's slot images, and reading a chunk of
+ * one (extent.h).
+ *
+ * Invariants of a plan at alignment A:
+ *  - every segment's file_off, len and slot_off are multiples of A, so
+ *    any chunk (a multiple of 16 KiB, which A divides) cuts segments at
+ *    multiples of A: every read is aligned in the file and in the 16 KiB-
+ *    aligned slot, as direct I/O needs;
+ *  - an entry's segments are in slot order, end to end from 0; its image
+ *    (entry size) is their sum, its padded size that rounded to 16 KiB;
+ *  - each extent lies inside one segment of its entry (the segment that
+ *    holds its first byte holds all of it: segments only grow to cover
+ *    the extents merged into them).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "error.h"
+#include "extent.h"
+#include "internal.h"
+
+typedef struct ord {
+    uint32_t source, k;
+    uint64_t offset;
+} ord;
+
+static int cmp_ord(const void *a, const void *b)
+{
+    const ord *x = a, *y = b;
+    if (x->source != y->source)
+        return x->source < y->source ? -1 : 1;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* One entry's segments from its n extents xt[0..n), appended at
+ * segs[*n_segs]; comp_at[k] for each; *image its slot image. */
+static int plan_entry(const char *path, const smoe__vault_xt *xt, uint32_t n, uint64_t A,
+                      ord *o, smoe__vault_seg *segs, uint32_t *n_segs, uint64_t *comp_at,
+                      uint64_t *image)
+{
+    for (uint32_t k = 0; k < n; k++)
+        o[k] = (ord){xt[k].source, k, xt[k].offset};
+    qsort(o, n, sizeof *o, cmp_ord);
+    smoe__vault_seg *cur = NULL;
+    uint64_t end_slot = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const smoe__vault_xt *x = &xt[o[i].k];
+        uint64_t end = x->offset + x->length; /* checked by the reader */
+        if (end > UINT64_MAX - A)
+            return smoe__fail(SMOE_EOVERFLOW, "%s: extent at %llu: rounding its end "
+                              "overflows", path, (unsigned long long)x->offset);
+        uint64_t lo = x->offset / A * A, hi = (end + A - 1) / A * A;
+        if (cur && cur->source == x->source && lo <= cur->file_off + cur->len) {
+            if (hi > cur->file_off + cur->len)
+                cur->len = hi - cur->file_off;
+        } else {
+            cur = &segs[(*n_segs)++];
+            *cur = (smoe__vault_seg){lo, hi - lo, end_slot, x->source};
+        }
+        if (cur->len > UINT64_MAX - cur->slot_off - 16384)
+            return smoe__fail(SMOE_EOVERFLOW, "%s: an expert's slot image overflows", path);
+        end_slot = cur->slot_off + cur->len;
+        comp_at[o[i].k] = cur->slot_off + (x->offset - cur->file_off);
+    }
+    *image = end_slot;
+    return 0;
+}
+
+int smoe__extent_plan(smoe__vault *v, uint32_t align)
+{
+    if (v->version != SMOE__VAULT_VERSION_INDEX)
+        return 0;
+    uint32_t max_n = 1;
+    for (uint32_t j = 0; j < v->n_layouts; j++)
+        if (v->layouts[j].n > max_n)
+            max_n = v->layouts[j].n;
+    smoe__vault_seg *segs = smoe__malloc((size_t)v->n_extents * sizeof *segs);
+    uint64_t *comp_at = smoe__malloc((size_t)v->n_extents * sizeof *comp_at);
+    ord *o = smoe__malloc((size_t)max_n * sizeof *o);
+    if (!segs || !comp_at || !o) {
+        free(segs);
+        free(comp_at);
+        free(o);
+        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the expert reads", v->path);
+    }
+    uint32_t n_segs = 0;
+    uint64_t max_padded = 0, total = 0;
+    int rc = 0;
+    size_t keys = (size_t)v->layers * v->experts;
+    for (size_t key = 0; key < keys && rc == 0; key++) {
+        smoe__vault_entry *e = &v->index[key];
+        if (!e->present)
+            continue;
+        smoe__vault_xentry *xe = &v->xent[key];
+        uint32_t n = v->layouts[e->layout].n, first_seg = n_segs;
+        uint64_t image = 0;
+        rc = plan_entry(v->path, &v->extents[xe->first_extent], n, align, o, segs, &n_segs,
+                        &comp_at[xe->first_extent], &image);
+        xe->first_seg = first_seg;
+        xe->n_seg = n_segs - first_seg;
+        e->size = image;
+        e->padded = (image + 16383) / 16384 * 16384;
+        if (e->padded > max_padded)
+            max_padded = e->padded;
+        total += e->padded;
+    }
+    free(o);
+    if (rc < 0) {
+        free(segs);
+        free(comp_at);
+        return rc;
+    }
+    free(v->segs);
+    free(v->comp_at);
+    v->segs = segs;
+    v->comp_at = comp_at;
+    v->n_segs = n_segs;
+    v->plan_align = align;
+    v->max_padded = max_padded;
+    v->total_padded = total;
+    return 0;
+}
+
+int smoe__extent_read(struct smoe_stream *s, const smoe__worker *wk, uint32_t slot,
+                      uint32_t key, uint64_t off, uint64_t len, uint64_t *got,
+                      smoe__io_fail *why)
+{
+    const smoe__vault *v = &s->vault;
+    uint8_t *data = smoe__slot_data(&s->ring, slot);
+    const smoe__vault_entry *e = &v->index[key];
+    if (v->version != SMOE__VAULT_VERSION_INDEX) {
+        *got = len;
+        return smoe__io_read_full_ex(s->io, wk->fd, data + off, (size_t)len, e->offset + off,
+                                     wk->align, &s->stop, why);
+    }
+    const smoe__vault_xentry *xe = &v->xent[key];
+    const uint32_t align = s->io_mode == SMOE_IO_DIRECT ? s->src.align : 0;
+    *got = 0;
+    for (uint32_t j = 0; j < xe->n_seg; j++) {
+        const smoe__vault_seg *sg = &v->segs[xe->first_seg + j];
+        uint64_t a = off > sg->slot_off ? off : sg->slot_off;
+        uint64_t b = off + len < sg->slot_off + sg->len ? off + len : sg->slot_off + sg->len;
+        if (a >= b)
+            continue;
+        uint64_t foff = sg->file_off + (a - sg->slot_off), n = b - a;
+        int err = smoe__io_read_full_ex(s->io, smoe__source_fd(&s->src, sg->source, wk->id),
+                                        data + a, (size_t)n, foff, align, &s->stop, why);
+        /* The last segment of a file may be rounded out past its end: the
+         * file ending there, after every byte an extent needs, is fine. */
+        uint64_t need = v->sources[sg->source].size;
+        if (err == SMOE_ETRUNC && why->off >= (foff + n < need ? foff + n : need))
+            err = 0;
+        if (err) {
+            why->file = sg->source + 1; /* for the claim's message */
+            return err;
+        }
+        *got += n;
+    }
+    return 0;
+}
+
+uint64_t smoe__extent_hash(struct smoe_stream *s, const smoe__worker *wk, uint32_t key,
+                           const uint8_t *data)
+{
+    const smoe__vault *v = &s->vault;
+    const smoe__vault_entry *e = &v->index[key];
+    if (v->version != SMOE__VAULT_VERSION_INDEX)
+        return smoe__hash(data, (size_t)e->size);
+    XXH3_state_t *st = s->src.hash[wk->id];
+    const uint32_t first = v->xent[key].first_extent, n = v->layouts[e->layout].n;
+    XXH3_64bits_reset(st);
+    for (uint32_t k = 0; k < n; k++)
+        XXH3_64bits_update(st, data + v->comp_at[first + k], (size_t)v->extents[first + k].length);
+    return XXH3_64bits_digest(st);
+}

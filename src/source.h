@@ -1,0 +1,76 @@
+/*
+ * source.h - an index vault's source files: found beside the vault, checked
+ * against what the vault recorded, and opened for the workers
+ * (docs/decisions.md, "Source descriptors").
+ */
+#ifndef SMOE_SOURCE_H
+#define SMOE_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io.h"
+#include "vault.h"
+
+/* The descriptors an open stream reads its sources through. Worker w reads
+ * source i through fds[i * sets + w % sets]: a descriptor per source per
+ * worker while the budget allows, else fewer, each shared by several
+ * workers. Set up in smoe_open; the hot path only indexes it. */
+typedef struct smoe__sources {
+    uint32_t n;     /* source files; 0 for a packed vault */
+    uint32_t sets;  /* descriptors per source */
+    int *fds;       /* n x sets; -1 where not open */
+    uint32_t align; /* the read alignment the vault is planned at (extent.h) */
+    void **hash;    /* per worker: an XXH3 state for verification, or NULL */
+    uint32_t n_hash;
+} smoe__sources;
+
+static inline int smoe__source_fd(const smoe__sources *src, uint32_t source, uint32_t worker)
+{
+    return src->fds[(size_t)source * src->sets + worker % src->sets];
+}
+
+/* What a source file is now, against the vault's record of it. */
+typedef struct smoe__source_state {
+    char path[4096];   /* the vault's directory joined with the recorded name */
+    int present;       /* it could be opened */
+    int size_ok, header_ok, mtime_ok;
+    uint64_t size;     /* now */
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    uint64_t dev, ino;
+    uint64_t header_hash; /* computed now (when present and the size matches) */
+} smoe__source_state;
+
+/*
+ * Check source i of index vault v through io: open it (without blocking),
+ * a regular file, its size and the hash of its header as recorded. A
+ * modification time that differs alone is not a failure (st->mtime_ok 0).
+ * The header's pages are dropped from the page cache after hashing.
+ * @return 0 (*st filled); SMOE_ESOURCE (missing, size or header changed,
+ * the message naming the file and what differs); SMOE_EINVAL (not a
+ * regular file); SMOE_ESYS, SMOE_EIO, SMOE_ENOMEM. *st is filled as far as
+ * the check got.
+ */
+int smoe__source_check(const smoe__vault *v, uint32_t i, const smoe__io *io,
+                       smoe__source_state *st);
+/* The path of source i: the vault's directory and the recorded name, into
+ * buf (n bytes). @return 0 or SMOE_EINVAL when it does not fit. */
+int smoe__source_path(const smoe__vault *v, uint32_t i, char *buf, size_t n);
+
+/* Descriptors per source for nworkers workers and n sources under a
+ * descriptor budget (docs/decisions.md). */
+uint32_t smoe__source_sets(uint32_t nworkers, uint32_t n, uint64_t budget);
+
+struct smoe_stream;
+/*
+ * smoe_open's part for an index vault (nothing for a packed one): check
+ * every source (a changed modification time is a warning through the log
+ * callback), open the workers' descriptors, direct unless refused and
+ * allowed, settle the read alignment and plan the slots at it, and, with
+ * verification on, the workers' hash states. Sets s->io_mode.
+ */
+int smoe__sources_open(struct smoe_stream *s);
+void smoe__sources_close(struct smoe_stream *s);
+
+#endif
