@@ -64,6 +64,12 @@ int smoe__vspan_cmp(const void *a, const void *b);
 int smoe__vload_read(smoe__vloader *L, void *buf, uint64_t n, uint64_t off, const char *what);
 /* Count in 1..max, else SMOE_ECOUNT naming the header field. */
 int smoe__vload_count(const smoe__vloader *L, const char *field, uint64_t v, uint64_t max);
+/* The counts both versions have (layers, experts and their product,
+ * entries, layouts, components): SMOE_ECOUNT naming the field. */
+int smoe__vload_counts(const smoe__vloader *L);
+/* The metadata's size limit, and a file shorter than it was written
+ * (SMOE_ETRUNC). */
+int smoe__vload_sizes(const smoe__vloader *L);
 /* Regions reg[0..n_reg): overflow, 8-alignment, at or after `floor`,
  * inside file_size, no two overlapping. */
 int smoe__vload_regions(smoe__vloader *L, uint64_t floor);

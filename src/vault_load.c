@@ -50,6 +50,40 @@ int smoe__vload_count(const loader *L, const char *field, uint64_t v, uint64_t m
                       ", expected 1..%" PRIu64, L->path, field, v, max);
 }
 
+int smoe__vload_counts(const loader *L)
+{
+    const header *h = &L->h;
+    int rc;
+    if ((rc = smoe__vload_count(L, "layers", h->layers, 65536)) < 0 ||
+        (rc = smoe__vload_count(L, "experts", h->experts, 65536)) < 0)
+        return rc;
+    uint64_t pairs = (uint64_t)h->layers * h->experts;
+    if (pairs > SMOE__MAX_EXPERTS_TOTAL)
+        return smoe__fail(SMOE_ECOUNT, "%s: header fields layers x experts: found %" PRIu32
+                          " x %" PRIu32 " = %" PRIu64 ", expected at most %u",
+                          L->path, h->layers, h->experts, pairs, SMOE__MAX_EXPERTS_TOTAL);
+    if ((rc = smoe__vload_count(L, "entries", h->entries, pairs)) < 0 ||
+        (rc = smoe__vload_count(L, "layouts", h->layouts, SMOE__MAX_LAYOUTS)) < 0 ||
+        (rc = smoe__vload_count(L, "components", h->components, SMOE__MAX_COMPONENTS)) < 0)
+        return rc;
+    return 0;
+}
+
+int smoe__vload_sizes(const loader *L)
+{
+    const header *h = &L->h;
+    if (h->meta_bytes > SMOE__META_MAX)
+        return smoe__fail(SMOE_ECOUNT, "%s: header field meta_bytes: found %" PRIu64
+                          ", expected at most %u", L->path, h->meta_bytes, SMOE__META_MAX);
+    /* A file shorter than it was written is truncated, whatever its counts
+     * say: a cut copy would otherwise read as tables too large for it. */
+    if (L->actual < h->file_size)
+        return smoe__fail(SMOE_ETRUNC, "%s: header field file_size: the vault was written "
+                          "with %" PRIu64 " bytes but the file has only %" PRIu64
+                          " (truncated copy?)", L->path, h->file_size, L->actual);
+    return 0;
+}
+
 int smoe__vload_regions(loader *L, uint64_t floor)
 {
     const header *h = &L->h;

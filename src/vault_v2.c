@@ -74,29 +74,13 @@ static int check_counts(smoe__vloader *L)
     const smoe__vhdr *h = &L->h;
     const char *p = L->path;
     int rc;
-    if ((rc = smoe__vload_count(L, "layers", h->layers, 65536)) < 0 ||
-        (rc = smoe__vload_count(L, "experts", h->experts, 65536)) < 0)
-        return rc;
-    uint64_t pairs = (uint64_t)h->layers * h->experts;
-    if (pairs > SMOE__MAX_EXPERTS_TOTAL)
-        return smoe__fail(SMOE_ECOUNT, "%s: header fields layers x experts: found %" PRIu32
-                          " x %" PRIu32 " = %" PRIu64 ", expected at most %u",
-                          p, h->layers, h->experts, pairs, SMOE__MAX_EXPERTS_TOTAL);
-    if ((rc = smoe__vload_count(L, "entries", h->entries, pairs)) < 0 ||
-        (rc = smoe__vload_count(L, "layouts", h->layouts, SMOE__MAX_LAYOUTS)) < 0 ||
-        (rc = smoe__vload_count(L, "components", h->components, SMOE__MAX_COMPONENTS)) < 0 ||
+    if ((rc = smoe__vload_counts(L)) < 0 ||
         (rc = smoe__vload_count(L, "sources", h->sources, SMOE__V2_MAX_SOURCES)) < 0 ||
         (rc = smoe__vload_count(L, "extents", h->extents, UINT32_MAX)) < 0 ||
         (rc = smoe__vload_count(L, "names_bytes", h->names_bytes,
-                                (uint64_t)h->sources * SMOE__V2_NAME_MAX)) < 0)
+                                (uint64_t)h->sources * SMOE__V2_NAME_MAX)) < 0 ||
+        (rc = smoe__vload_sizes(L)) < 0)
         return rc;
-    if (h->meta_bytes > SMOE__META_MAX)
-        return smoe__fail(SMOE_ECOUNT, "%s: header field meta_bytes: found %" PRIu64
-                          ", expected at most %u", p, h->meta_bytes, SMOE__META_MAX);
-    if (L->actual < h->file_size)
-        return smoe__fail(SMOE_ETRUNC, "%s: header field file_size: the vault was written "
-                          "with %" PRIu64 " bytes but the file has only %" PRIu64
-                          " (truncated copy?)", p, h->file_size, L->actual);
     if ((rc = table_fits(L, "entries", h->entries, SMOE__V2_ENTRY_SIZE, 0)) < 0 ||
         (rc = table_fits(L, "layouts, components", h->layouts, SMOE__LAYOUT_SIZE,
                          (uint64_t)h->components * SMOE__COMPONENT_SIZE)) < 0 ||
