@@ -3,6 +3,8 @@ stream_experts against accelerate's disk offload, side by side, at equal
 host and GPU memory (docs/python.md, "Against accelerate's disk offload").
 
     python3 hf_offload.py WORKDIR OUTDIR [--layers N] [--host-gib G] [--tokens N]
+                          [--routing model|uniform|trace:FILE] [--routing-seed S]
+    python3 hf_offload.py --check-routing [N] [--layers N] [--routing ...]
 
 1. A random-weight model shaped like Qwen3-30B-A3B (hidden 2048, 128 experts
    of 768, top-8, 32 query and 4 key-value heads, vocabulary 151,936), with
@@ -18,7 +20,18 @@ host and GPU memory (docs/python.md, "Against accelerate's disk offload").
    Each prefills the same 16-token prompt, then decodes one token per step
    with the KV cache, fed a seeded random token stream (decode() says why);
    decode tokens/s is tokens over the decode time.
-Writes OUTDIR/hf_offload.json and prints a table.
+3. --routing (measurement only; routing.py): `model` (the default) lets the
+   random model's routers choose, which repeats far more than a trained
+   model's; `uniform` replaces each token's top-8 per layer with 8 experts
+   drawn uniformly at random (seeded by --routing-seed), the worst case for
+   any cache; `trace:FILE` replays a routing trace (docs/trace-format.md,
+   gzip allowed) mapped onto the model's shape, as the output says. The
+   same hook replaces the router's indices on both sides; each side records
+   a digest of what it replaced after every forward, compared in the result
+   (same_routing). --check-routing [N] prints the first N tokens' experts
+   and exits, without a model or transformers.
+Writes OUTDIR/hf_offload.json (with the routing, and the stream side's ring
+hit rate and bytes read) and prints a table.
 """
 import argparse
 import json
@@ -29,13 +42,18 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import routing as routing_mod  # noqa: E402 (beside this script)
+
 GIB = 1 << 30
+EXPERTS, TOP_K, PROMPT = 128, 8, 16
 
 
 def qwen3_config(layers):
     from transformers import Qwen3MoeConfig
     return Qwen3MoeConfig(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
-                          moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+                          moe_intermediate_size=768, num_experts=EXPERTS,
+                          num_experts_per_tok=TOP_K,
                           num_hidden_layers=layers, num_attention_heads=32,
                           num_key_value_heads=4, head_dim=128, max_position_embeddings=4096,
                           decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True,
@@ -107,7 +125,8 @@ def run_side(side, args, ckpt, vault, extra, log):
     cmd = [sys.executable, os.path.abspath(__file__), "--side", side, "--ckpt", ckpt,
            "--vault", vault, "--result", out, "--tokens", str(args.tokens),
            "--decode-seconds", str(args.decode_seconds), "--ring-gib", str(args.ring_gib),
-           "--offload", os.path.join(args.work, "offload")] + extra
+           "--offload", os.path.join(args.work, "offload"), "--routing", args.routing,
+           "--routing-seed", str(args.routing_seed)] + extra
 
     def enter():
         if cg:
@@ -132,22 +151,26 @@ def run_side(side, args, ckpt, vault, extra, log):
     return r
 
 
-def decode(model, steps, budget_s, torch):
+def decode(model, steps, budget_s, torch, override=None):
     """Prefill a 16-token prompt, then one token per step with the KV cache.
     The token fed at each step is drawn at random (seeded; the same for both
     sides), not the model's own: a random-weight model's greedy output
     repeats a few tokens, whose experts would then stay in any cache and
     make expert loading look cheaper than on real text. The argmax at each
-    step is recorded to compare the two sides."""
+    step is recorded to compare the two sides, and with a routing override
+    the digest of the routing applied so far after each forward."""
     g = torch.Generator().manual_seed(5)
-    prompt = torch.randint(100, 150000, (1, 16), generator=g).cuda()
+    prompt = torch.randint(100, 150000, (1, PROMPT), generator=g).cuda()
     feed = torch.randint(100, 150000, (steps + 1,), generator=g).tolist()
+    digests = []
     torch.cuda.synchronize()
     t0 = time.time()
     with torch.no_grad():
         out = model(prompt, use_cache=True)
         past = out.past_key_values
         toks = [int(out.logits[0, -1].argmax())]
+        if override:
+            digests.append(override.digest())
         torch.cuda.synchronize()
         t1 = time.time()
         while len(toks) < steps and time.time() - t1 < budget_s:
@@ -155,11 +178,26 @@ def decode(model, steps, budget_s, torch):
             out = model(tok, past_key_values=past, use_cache=True)
             past = out.past_key_values
             toks.append(int(out.logits[0, -1].argmax()))
+            if override:
+                digests.append(override.digest())
         torch.cuda.synchronize()
         t2 = time.time()
     n = len(toks) - 1
     return {"prefill_s": round(t1 - t0, 3), "decode_tokens": n, "decode_s": round(t2 - t1, 3),
-            "tok_per_s": n / (t2 - t1) if n else 0.0, "tokens": toks}
+            "tok_per_s": n / (t2 - t1) if n else 0.0, "tokens": toks,
+            "routing_digests": digests}
+
+
+def side_routing(a, model):
+    """The --routing override on this side's model (None for `model`),
+    shaped from the model's own config."""
+    cfg = model.config
+    r = routing_mod.parse_mode(a.routing, cfg.num_hidden_layers, cfg.num_experts,
+                               cfg.num_experts_per_tok, a.routing_seed, PROMPT + a.tokens)
+    if r is None:
+        return None, None
+    print("routing: " + r.describe(), flush=True)
+    return routing_mod.Override(model, r), r
 
 
 def side_main(a):
@@ -194,10 +232,12 @@ def side_main(a):
                                     for d in set(model.hf_device_map.values())}
         model.eval()
     res["load_s"] = round(time.time() - t, 1)
+    override, r = side_routing(a, model)
+    res["routing"] = r.describe() if r else "model"
     torch.cuda.synchronize()
     res["gpu_weights_gib"] = torch.cuda.memory_allocated() / GIB
     torch.cuda.reset_peak_memory_stats()
-    res.update(decode(model, a.tokens, a.decode_seconds, torch))
+    res.update(decode(model, a.tokens, a.decode_seconds, torch, override))
     res["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / GIB
     res["gpu_reserved_gib"] = torch.cuda.memory_reserved() / GIB
     try:
@@ -231,9 +271,24 @@ def main():
     ap.add_argument("--result")
     ap.add_argument("--offload")
     ap.add_argument("--gpu-gib", type=float, default=0)
+    ap.add_argument("--routing", default="model", help="model | uniform | trace:FILE")
+    ap.add_argument("--routing-seed", type=int, default=1)
+    ap.add_argument("--check-routing", type=int, nargs="?", const=4, metavar="N",
+                    help="print the first N (4) tokens' routed experts and exit")
     a = ap.parse_args()
     if a.side:
         return side_main(a)
+    if a.check_routing is not None:
+        return check_routing(a)
+    if not a.work or not a.out:
+        ap.error("WORKDIR and OUTDIR are needed (except with --check-routing)")
+    if a.routing.startswith("trace:"):  # the sides may not share this directory
+        a.routing = "trace:" + os.path.abspath(a.routing[6:])
+    try:  # a bad --routing fails here, before a model is made
+        rt = routing_mod.parse_mode(a.routing, a.layers or 1, EXPERTS, TOP_K,
+                                    a.routing_seed, PROMPT + a.tokens)
+    except routing_mod.RoutingError as e:
+        ap.error(str(e))
     os.makedirs(a.work, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
     lines = []
@@ -246,11 +301,21 @@ def main():
         per_layer = 3 * 1.25 * GIB  # checkpoint, vault, offload folder
         a.layers = max(2, min(12, int((free - 10 * GIB) // per_layer)))
         log("disk: %.1f GiB free: %d layers" % (free / GIB, a.layers))
+    rt = routing_mod.parse_mode(a.routing, a.layers, EXPERTS, TOP_K, a.routing_seed,
+                                PROMPT + a.tokens)
+    log("routing: " + (rt.describe() if rt else "the model's own routers"))
     ckpt, vault = make(a.work, a.layers, log)
     res = {"layers": a.layers, "host_gib": a.host_gib, "ring_gib": a.ring_gib,
-           "command": " ".join(sys.argv)}
+           "command": " ".join(sys.argv),
+           "routing": {"mode": a.routing.split(":", 1)[0], "arg": a.routing,
+                       "seed": a.routing_seed if a.routing == "uniform" else None,
+                       "description": rt.describe() if rt else "the model's own routers"}}
     s = run_side("stream", a, ckpt, vault, [], log)
     res["stream"] = s
+    if s:
+        st = s["stats"]
+        res["ring_hit_rate"] = st["claim_hits"] / st["claims"] if st["claims"] else None
+        res["bytes_read"] = st["bytes_read"]
     gpu = max(2.0, round((s["gpu_peak_gib"] if s else 4.0) + 0.05, 2))
     res["gpu_budget_gib"] = gpu
     acc = run_side("accelerate", a, ckpt, vault, ["--gpu-gib", str(gpu)], log)
@@ -259,6 +324,9 @@ def main():
         res["speedup"] = s["tok_per_s"] / acc["tok_per_s"] if acc["tok_per_s"] else None
         k = min(len(s["tokens"]), len(acc["tokens"]))
         res["same_argmax"] = s["tokens"][:k] == acc["tokens"][:k]
+        d = min(len(s["routing_digests"]), len(acc["routing_digests"]))
+        res["same_routing"] = (s["routing_digests"][:d] == acc["routing_digests"][:d]
+                               if rt else None)
     with open(os.path.join(a.out, "hf_offload.json"), "w") as f:
         json.dump(res, f, indent=1)
     for side in ("stream", "accelerate"):
@@ -269,9 +337,37 @@ def main():
                     side, r["load_s"], r["prefill_s"], r["decode_tokens"], r["decode_s"],
                     r["tok_per_s"], r["gpu_peak_gib"], "%.2f" % r["cgroup_peak_gib"]
                     if "cgroup_peak_gib" in r else "?"))
+    if s:
+        log("stream ring: %d claims, hit rate %.3f, %d evictions, %.2f GiB read" % (
+            s["stats"]["claims"], res["ring_hit_rate"] or 0, s["stats"]["evictions"],
+            res["bytes_read"] / GIB))
     if res.get("speedup"):
         log("stream_experts / accelerate disk offload: %.1fx decode tokens/s; same argmax "
-            "at each step: %s" % (res["speedup"], res["same_argmax"]))
+            "at each step: %s; routing %s, the same on both sides: %s" % (
+                res["speedup"], res["same_argmax"], res["routing"]["mode"],
+                res["same_routing"]))
+    return 0
+
+
+def check_routing(a):
+    """--check-routing: the first tokens' experts per layer, no model."""
+    layers = a.layers or 10
+    try:
+        rt = routing_mod.parse_mode(a.routing, layers, EXPERTS, TOP_K, a.routing_seed,
+                                    PROMPT + a.tokens)
+    except routing_mod.RoutingError as e:
+        print("hf_offload.py: " + str(e), file=sys.stderr)
+        return 2
+    print("model: %d layers x %d experts, top-%d (--layers; the benchmark's shape)"
+          % (layers, EXPERTS, TOP_K))
+    if rt is None:
+        print("routing: model: the random model's own routers choose; nothing to show "
+              "without the model")
+        return 0
+    print("routing: " + rt.describe())
+    for t in range(a.check_routing):
+        for L in range(layers):
+            print("token %d layer %d: %s" % (t, L, " ".join(map(str, rt.experts(t, L)))))
     return 0
 
 
