@@ -19,7 +19,7 @@ from torch import nn
 
 import smoe_stream
 from smoe_stream.hf import stream_experts
-from moe_models import Config, FusedExperts, Layer
+from moe_models import FusedExperts, TinyModel
 from test_torch import packed
 
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
@@ -206,20 +206,12 @@ class Block(nn.Module):
         return self.experts(x, idx, w).reshape(h.shape)
 
 
-class V5Model(nn.Module):
-    def __init__(self, layers=2, H=32, I=16, E=8, k=2, vocab=64):
-        super().__init__()
-        torch.manual_seed(99)
-        self.config = Config(num_experts_per_tok=k, model_type="fused")
-        self.embed = nn.Embedding(vocab, H)
-        self.layers = nn.ModuleList([Layer(Block(H, I, E, k), "mlp") for _ in range(layers)])
-        self.head = nn.Linear(H, vocab, bias=False)
-
-    def forward(self, ids):
-        x = self.embed(ids)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(x)
+def V5Model(layers=2, H=32, I=16, E=8, k=2):
+    """TinyModel with transformers 5's router in each MoE block."""
+    model = TinyModel("fused", layers=layers, H=H, I=I, E=E, k=k)
+    for layer in model.layers:
+        layer.mlp = Block(H, I, E, k)  # seeded: TinyModel seeds the generator
+    return model
 
 
 def run_steps(model, override=None):
@@ -272,7 +264,6 @@ def test_override_errors():
     with pytest.raises(RoutingError, match="chose 2 experts per token; the routing gives 3"):
         run_steps(model)
     # a router returning logits only (transformers 4): no indices to replace
-    from moe_models import TinyModel
     old = TinyModel("fused", layers=1, E=8, k=2)
     routing.Override(old, Uniform(1, 8, 2))
     with pytest.raises(RoutingError, match="returned 0 integer"):
