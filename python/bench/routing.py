@@ -15,8 +15,8 @@ model's routing (which repeats far more than a trained model's).
   weights are kept, so the experts compute on tensors of unchanged shape.
   Token numbers count the rows each layer's router has seen.
 
-Only the choice function needs torch: Uniform, TraceRouting and read_trace
-are plain Python.
+Only Override needs torch: Uniform, TraceRouting and read_trace are plain
+Python.
 """
 import gzip
 import hashlib
@@ -126,7 +126,15 @@ def _record(path, lineno, text, hdr):
 def read_trace(path, max_tokens=None):
     """Parse a trace (plain or gzip), checking the rules of
     docs/trace-format.md; stop after max_tokens distinct tokens. A bad line
-    raises RoutingError naming the file, the line and what was expected."""
+    raises RoutingError naming the file, the line and what was expected; a
+    file that cannot be read or decoded raises RoutingError too."""
+    try:
+        return _read_trace(path, max_tokens)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RoutingError("%s: cannot read the trace: %s" % (path, e)) from None
+
+
+def _read_trace(path, max_tokens):
     hdr, rows = {}, []
     last_tok = last_layer = None
     big_layer = big_expert = topk = 0
@@ -249,11 +257,7 @@ def parse_mode(text, layers, experts, k, seed=0, max_tokens=None):
     if text == "uniform":
         return Uniform(layers, experts, k, seed)
     if text.startswith("trace:") and len(text) > 6:
-        try:
-            trace = read_trace(text[6:], max_tokens)
-        except OSError as e:
-            raise RoutingError("--routing %s: %s" % (text, e))
-        return TraceRouting(trace, layers, experts, k)
+        return TraceRouting(read_trace(text[6:], max_tokens), layers, experts, k)
     raise RoutingError("--routing %r: expected model, uniform or trace:FILE" % text)
 
 

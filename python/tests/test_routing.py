@@ -158,6 +158,17 @@ def test_bad_trace_is_a_clear_error(tmp, text, msg):
     assert str(e.value).startswith(path) and msg in str(e.value), str(e.value)
 
 
+def test_unreadable_trace_is_a_clear_error(tmp):
+    whole = gzip.compress(TRACE.encode())
+    cut = tmp / "cut.trace.gz"
+    cut.write_bytes(whole[:len(whole) // 2])
+    binary = tmp / "binary.trace"
+    binary.write_bytes(b"0 0 1 \xff\xfe\n")
+    for path in (cut, binary, tmp / "missing.trace"):
+        with pytest.raises(RoutingError, match="cannot read the trace"):
+            read_trace(str(path))
+
+
 def test_parse_mode(tmp):
     assert routing.parse_mode("model", 2, 8, 2) is None
     assert isinstance(routing.parse_mode("uniform", 2, 8, 2, seed=9), Uniform)
