@@ -98,13 +98,16 @@ grep -q "missing.smoe" missing.err || { cat missing.err; fail "no message naming
 # A corrupted blob (expert 3 of the last layer's down tensor), verification on.
 last=$(( $(echo "$info" | sed -n 's/^layers *\([0-9]*\)$/\1/p') - 1 ))
 py "$here/corrupt.py" model.gguf model.smoe bad.smoe "blk.$last.ffn_down_exps.weight" 3
-rc=0
-run --vault bad.smoe --ring-slots "$topk" --verify > bad.out 2> bad.err || rc=$?
-[ "$rc" -eq 1 ] || { cat bad.err; fail "corrupted blob: exit status $rc, expected 1"; }
-grep -q "reading expert 3 of layer $last from the vault failed: blob checksum mismatch" bad.err ||
-    { cat bad.err; fail "corrupted blob: no error naming expert 3 of layer $last"; }
-n=$(sed '1d' bad.out | grep -c . || true)
-head -n "$n" ref.ids > ref.prefix
-sed '1d' bad.out | grep . > bad.ids || true
-cmp -s ref.prefix bad.ids || fail "corrupted blob: tokens before the error differ"
-echo "ok $arch: corrupted blob ends generation after $n tokens: $(grep -o 'reading expert.*' bad.err | head -c 120)"
+for flag in "" --map; do
+    rc=0
+    run --vault bad.smoe --ring-slots "$topk" --verify $flag > bad.out 2> bad.err || rc=$?
+    [ "$rc" -eq 1 ] || { cat bad.err; fail "corrupted blob ($flag): exit status $rc, expected 1"; }
+    grep -q "reading expert 3 of layer $last from the vault failed: blob checksum mismatch" bad.err ||
+        { cat bad.err; fail "corrupted blob ($flag): no error naming expert 3 of layer $last"; }
+    n=$(sed '1d' bad.out | grep -c . || true)
+    head -n "$n" ref.ids > ref.prefix
+    sed '1d' bad.out | grep . > bad.ids || true
+    cmp -s ref.prefix bad.ids || fail "corrupted blob ($flag): tokens before the error differ"
+    echo "ok $arch: corrupted blob ${flag:+(--map) }ends generation after $n tokens:" \
+        "$(grep -o 'reading expert.*' bad.err | head -c 120)"
+done
