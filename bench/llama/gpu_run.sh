@@ -83,7 +83,8 @@ do_build() {
         -DSMOE_BUILD_TOOL=OFF -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON \
         -DSMOE_LLAMA_CPP_DIR="$work/llama.cpp" -DSMOE_XXHASH_INLINE=ON \
         -DSMOE_XXHASH_HEADER="$carry/xxhash.h" -DGGML_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=90 > "$work/configure.log" ||
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF \
+        > "$work/configure.log" ||
         { tail -n 30 "$work/configure.log"; exit 1; }
     [ -z "${CONFIGURE_ONLY:-}" ] || return 0
     log "building smoe-llama with $(nproc) jobs"
@@ -160,5 +161,5 @@ pack) do_pack ;;
 build) do_build ;;
 run) do_run ;;
 all) do_build && do_run ;;
-*) sed -n '2,36p' "$0"; exit 2 ;;
+*) awk 'NR > 1 && /^set -eu/ { exit } NR > 1' "$0"; exit 2 ;;
 esac

@@ -8,7 +8,8 @@
  * routing (the ffn_moe_topk-N tensor) before that layer's expert matmuls;
  * there the chosen experts are read from the vault through the ring
  * (smoe_prefetch, smoe_claim_wait), copied into their slices of the expert
- * tensors and released. The expert tensors of all layers share one
+ * tensors and released (or, with SMOE_LLAMA_MAP, the ring's pages mapped
+ * over the slices and released once the layer is done). The expert tensors of all layers share one
  * layer's worth of staging memory. llama.cpp itself is not patched.
  *
  * Use, in this order:
