@@ -24,8 +24,9 @@ SMOE_API int smoe_ring_region_get(smoe_stream *s, smoe_ring_region *r)
 {
     if (!s || !r)
         return smoe__fail(SMOE_EINVAL, "ring_region_get: NULL argument");
+    const smoe__region *m = &s->ring.mem;
     smoe_ring_region full = {sizeof full, s->ring.base, s->ring.len, s->ring.stride,
-                             s->ring.nslots, 0};
+                             s->ring.nslots, 0, m->shared ? m->fd : -1, 0, 0};
     return copy_out(r, &full, sizeof full, "ring_region_get");
 }
 

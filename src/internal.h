@@ -155,7 +155,7 @@ static inline void smoe__hook(struct smoe_stream *s, unsigned point, uint32_t sl
 }
 
 /* ring.c */
-int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock);
+int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock, int shareable);
 void smoe__ring_free(smoe__ring *r);
 static inline uint8_t *smoe__slot_data(const smoe__ring *r, uint32_t slot)
 {

@@ -13,13 +13,19 @@
 #include "internal.h"
 
 /* Map and fault in the region of r->nslots slots of r->stride bytes. */
-static int map_slots(smoe__ring *r, int lock)
+static int map_slots(smoe__ring *r, int lock, int shareable)
 {
     const uint32_t nslots = r->nslots;
     const uint64_t stride = r->stride;
-    int e = smoe__alloc_refused() ? -ENOMEM : smoe__region_map(&r->mem, r->len);
+    int e = smoe__alloc_refused() ? -ENOMEM
+            : shareable           ? smoe__region_map_shared(&r->mem, r->len)
+                                  : smoe__region_map(&r->mem, r->len);
+    if (e == -ENOTSUP)
+        return smoe__fail(SMOE_ENOTSUP, "ring: SMOE_OPEN_SHAREABLE needs a memory file "
+                          "(memfd_create, shm_open), which this system's build of "
+                          "libsmoe_stream does not offer");
     if (e < 0)
-        return smoe__fail(SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
+        return smoe__fail(shareable && e != -ENOMEM ? SMOE_ESYS : SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
                           (unsigned long long)r->len, nslots, (unsigned long long)stride,
                           strerror(-e));
     r->base = r->mem.base;
@@ -33,7 +39,7 @@ static int map_slots(smoe__ring *r, int lock)
     return 0;
 }
 
-int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
+int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock, int shareable)
 {
     memset(r, 0, sizeof *r);
     if (nslots == 0 || stride == 0 || stride % SMOE__ALIGN)
@@ -48,7 +54,7 @@ int smoe__ring_init(smoe__ring *r, uint32_t nslots, uint64_t stride, int lock)
     if (r->len > SIZE_MAX - SMOE__ALIGN)
         return smoe__fail(SMOE_ENOMEM, "ring: %llu bytes do not fit the address space",
                           (unsigned long long)r->len);
-    int e = map_slots(r, lock);
+    int e = map_slots(r, lock, shareable);
     if (e < 0) {
         smoe__ring_free(r);
         return e;

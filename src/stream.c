@@ -54,7 +54,7 @@ static int check_opts(const smoe_open_opts *o)
 {
     const unsigned known = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_BUFFERED | SMOE_OPEN_MLOCK |
                            SMOE_OPEN_FORCE_CLOSE | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ |
-                           SMOE_OPEN_EXTENTS;
+                           SMOE_OPEN_EXTENTS | SMOE_OPEN_SHAREABLE;
     if (o->flags & ~known)
         return smoe__fail(SMOE_EINVAL, "open: opts.flags has unknown bits 0x%x",
                           o->flags & ~known);
@@ -229,7 +229,8 @@ static int ring_open(struct smoe_stream *s, const smoe_open_opts *o)
     int r;
     if ((r = smoe__budget_open(s, o, stride, &nslots)) < 0)
         return r;
-    if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o->flags & SMOE_OPEN_MLOCK))) < 0)
+    if ((r = smoe__ring_init(&s->ring, nslots, stride, !!(o->flags & SMOE_OPEN_MLOCK),
+                             !!(o->flags & SMOE_OPEN_SHAREABLE))) < 0)
         return r;
     uint32_t pct = o->spec_share_pct ? o->spec_share_pct : SMOE__DEFAULT_SPEC_PCT;
     s->spec_cap = (uint32_t)((uint64_t)nslots * pct / 100);

@@ -683,6 +683,73 @@ static void cancel_queued_speculation(void **state)
     tu_fx_free(f);
 }
 
+/* SMOE_OPEN_SHAREABLE: the ring's descriptor maps the bytes a claim gives. */
+static void ring_shareable(void **state)
+{
+    (void)state;
+    tu_fx *f = fx_new(1, 4, 16384, 50000);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.ring_slots = 3;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s = NULL;
+    assert_int_equal(smoe_open(f->path, &o, &s), 0);
+    smoe_ring_region rr = SMOE_RING_REGION_INIT;
+    assert_int_equal(smoe_ring_region_get(s, &rr), 0);
+    assert_int_equal(rr.fd, -1); /* not shareable unless asked */
+    assert_int_equal(smoe_close(s), 0);
+
+    o.flags |= SMOE_OPEN_SHAREABLE;
+    assert_int_equal(smoe_open(f->path, &o, &s), 0);
+    assert_int_equal(smoe_ring_region_get(s, &rr), 0);
+    assert_true(rr.fd >= 0);
+    assert_int_equal(rr.fd_offset % 16384, 0);
+    assert_true(fcntl(rr.fd, F_GETFD) & FD_CLOEXEC);
+    struct stat sb;
+    assert_int_equal(fstat(rr.fd, &sb), 0);
+    assert_true((uint64_t)sb.st_size >= rr.fd_offset + rr.length);
+
+    /* A 1.0 caller's smaller struct: nothing written past it. */
+    smoe_ring_region old = SMOE_RING_REGION_INIT;
+    old.struct_size = offsetof(smoe_ring_region, fd);
+    old.fd = 12345;
+    assert_int_equal(smoe_ring_region_get(s, &old), 0);
+    assert_int_equal(old.fd, 12345);
+    assert_ptr_equal(old.base, rr.base);
+
+    void *maps[3];
+    smoe_blob b[3];
+    for (uint32_t e = 0; e < 3; e++) {
+        assert_int_equal(smoe_claim_wait(s, 0, e, 10 * SEC, &b[e]), SMOE_READY);
+        assert_int_equal(b[e].ring_offset % 16384, 0);
+        maps[e] = mmap(NULL, b[e].size, PROT_READ, MAP_SHARED, rr.fd,
+                       (off_t)(rr.fd_offset + b[e].ring_offset));
+        assert_true(maps[e] != MAP_FAILED);
+        assert_ptr_not_equal(maps[e], b[e].data);
+        assert_memory_equal(maps[e], b[e].data, b[e].size);
+    }
+    const uint8_t *view = mmap(NULL, rr.length, PROT_READ, MAP_SHARED, rr.fd,
+                               (off_t)rr.fd_offset);
+    assert_true(view != MAP_FAILED);
+    for (uint32_t e = 0; e < 3; e++)
+        assert_int_equal(smoe_release(s, &b[e]), 0);
+    /* The same pages, not a copy: expert 3 evicts one of the three, and a
+     * mapping made before shows it (why a caller unmaps before release). */
+    smoe_blob b3;
+    assert_int_equal(smoe_claim_wait(s, 0, 3, 10 * SEC, &b3), SMOE_READY);
+    assert_memory_equal(view + b3.ring_offset, b3.data, b3.size);
+    uint32_t i = 0;
+    while (i < 3 && b[i].ring_offset != b3.ring_offset)
+        i++;
+    assert_true(i < 3); /* a ring of three slots: one was evicted */
+    assert_memory_equal(maps[i], b3.data, b3.size < b[i].size ? b3.size : b[i].size);
+    assert_int_equal(smoe_release(s, &b3), 0);
+    munmap((void *)view, rr.length);
+    for (uint32_t e = 0; e < 3; e++)
+        munmap(maps[e], b[e].size);
+    assert_int_equal(smoe_close(s), 0);
+    tu_fx_free(f);
+}
+
 /* Pages of the file in the page cache. */
 static void page_cache_untouched(void **state)
 {
@@ -728,6 +795,7 @@ int main(void)
         cmocka_unit_test(chunk_sizes_by_kind),
         cmocka_unit_test(demand_overtakes_speculation_between_chunks),
         cmocka_unit_test(cancel_queued_speculation),
+        cmocka_unit_test(ring_shareable),
         cmocka_unit_test(page_cache_untouched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

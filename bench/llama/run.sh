@@ -13,7 +13,12 @@
 #   stock-cpu-moe  the same with the experts placed on the CPU (--cpu-moe);
 #                  without a GPU this is the same placement as stock-mmap
 #   smoe           the integration, ring sized so that ring + staging +
-#                  dense weights fit the same limit
+#                  dense weights fit the same limit; experts copied from
+#                  the ring into the staging pages
+#   smoe-map       the same ring, experts' ring pages mapped over their
+#                  slices where those are page aligned (--map, zero-copy;
+#                  copied where not): the cost of a hit, side by side with
+#                  smoe
 #   ceiling        stock llama.cpp with no memory limit and the model in the
 #                  page cache (read once before; the only warm mode)
 # The first three run in a memory cgroup (v1 or v2; needs root) limited to
@@ -31,7 +36,7 @@
 #                   of by the random router; smoe bench then replays the same
 #                   tokens of it against the vault at the same ring size, for
 #                   its hit rate beside the integration's
-#   --modes LIST    comma list of the modes above (default: all four)
+#   --modes LIST    comma list of the modes above (default: all five)
 #   --overhead MIB  llama.cpp's own memory in the limit (default 384)
 # Every mode runs with OMP_WAIT_POLICY=passive (smoe-llama sets it itself
 # when streaming): on a shared machine, spinning OpenMP workers of the stock
@@ -43,7 +48,7 @@ build=$(cd "$1" && pwd)
 dir=$2
 shift 2
 shape=qwen3-30b-a3b layers=12 share=25 prompt=16 tokens=32 threads=2 replay= overhead=384
-modes=stock-mmap,stock-cpu-moe,smoe,ceiling
+modes=stock-mmap,stock-cpu-moe,smoe,smoe-map,ceiling
 while [ $# -gt 0 ]; do
     case $1 in
     --shape) shape=$2 ;; --layers) layers=$2 ;; --share) share=$2 ;;
@@ -55,7 +60,7 @@ while [ $# -gt 0 ]; do
 done
 here=$(cd "$(dirname "$0")" && pwd)
 llama=$build/integrations/llama.cpp/smoe-llama
-smoe=$build/src/tool/smoe
+smoe=$build/tools/smoe/smoe
 lcpp=$(sed -n 's/^SMOE_LLAMA_CPP_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 [ -x "$llama" ] && [ -x "$smoe" ] || { echo "run.sh: build smoe-llama and smoe in $build" >&2; exit 1; }
 mkdir -p "$dir"
@@ -122,6 +127,7 @@ for mode in $(echo "$modes" | tr ',' ' '); do
     stock-mmap) args="--resident" ;;
     stock-cpu-moe) args="--resident --cpu-moe" ;;
     smoe) args="--vault $vault --ring-slots $slots --stats" ;;
+    smoe-map) args="--vault $vault --ring-slots $slots --stats --map" ;;
     ceiling) args="--resident" ;;
     *) echo "run.sh: unknown mode $mode" >&2; exit 2 ;;
     esac
@@ -152,7 +158,22 @@ for mode in $(echo "$modes" | tr ',' ' '); do
     [ "$mode" = stock-mmap ] && stock_tps=$tps
     ratio=$(awk -v a="$tps" -v b="${stock_tps:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "-" }')
     printf '%-14s %10s %8s %9s %11s %9s %10s %9s\n' "$mode" "$lim" "$load" "$ttft" "$tps" "$ratio" "$peak" "${hr:--}"
-    [ "$mode" = smoe ] && grep 'smoe-llama: ' "$out" | grep -v 'load .* s, prompt' | sed 's/^/    /'
+    case $mode in smoe*)
+        grep 'smoe-llama: ' "$out" | grep -v 'load .* s, prompt' | sed 's/^/    /'
+        # What a hit costs: copying, or mapping (and unmapping on release),
+        # an expert; per expert, and as a share of the generation's time
+        # (prompt and decode: first token - load + tokens / decode rate).
+        awk -v tps="$tps" -v n="$tokens" -v load="$load" -v ttft="$ttft" '/experts present/ {
+            for (i = 1; i <= NF; i++) {
+                if ($(i+1) == "experts" && $(i+2) == "present,") e = $i
+                if ($i == "copied") cs = $(i+4)
+                if ($i == "mapped" && $(i+3) == "in") ms = $(i+4)
+            }
+            gen = ttft - load + (tps > 0 ? n / tps : 0)
+            if (e > 0 && gen > 0)
+                printf "    hit cost: %.1f us an expert (copy %.3f s + map %.3f s, %d experts), %.1f%% of the %.2f s of generation\n", (cs + ms) * 1e6 / e, cs, ms, e, (cs + ms) / gen * 100, gen
+        }' "$out" ;;
+    esac
 done
 
 if [ -n "$replay" ] && echo "$modes" | grep -q smoe; then

@@ -240,7 +240,13 @@ typedef enum smoe_open_flag {
      * smoe_blob_find(), so it may be given an index vault (since 1.1).
      * Without it such a vault is SMOE_ENOTSUP: its components do not lie
      * at the offsets smoe_layout_component() gives. */
-    SMOE_OPEN_EXTENTS = 1u << 6
+    SMOE_OPEN_EXTENTS = 1u << 6,
+    /* Back the ring with a memory file whose descriptor smoe_ring_region_get()
+     * gives (fd, fd_offset), so that the caller can map a claimed blob's
+     * pages at another address with mmap(MAP_SHARED) instead of copying
+     * them (since 1.1). Linux: memfd_create; macOS: an unlinked shm_open
+     * object; any other system: SMOE_ENOTSUP at open. */
+    SMOE_OPEN_SHAREABLE = 1u << 7
 } smoe_open_flag;
 
 /* smoe_open_opts.verify */
@@ -313,6 +319,8 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * through descriptors opened here, one per source and worker while a
  * quarter of RLIMIT_NOFILE allows, fewer and shared beyond
  * (docs/decisions.md).
+ * SMOE_OPEN_SHAREABLE on a system without a memory file is SMOE_ENOTSUP
+ * (the message says so); the memory file failing otherwise is SMOE_ESYS.
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL); any
  * allocation failing is SMOE_ENOMEM, and a failed open leaves no
@@ -472,7 +480,16 @@ SMOE_API int smoe_set_busy(smoe_stream *s, int busy);           /* since 1.0 */
  */
 SMOE_API int smoe_freq_save(smoe_stream *s);                    /* since 1.0 */
 
-/* The ring's memory, for registering it once with a GPU API. */
+/*
+ * The ring's memory, for registering it once with a GPU API, or with
+ * SMOE_OPEN_SHAREABLE for mapping claimed blobs elsewhere: the bytes at
+ * base + x are those at offset fd_offset + x of fd, so a blob's are at
+ * fd_offset + blob.ring_offset. A mapping of fd shows whatever the slot
+ * holds at the time: once the blob is released, the slot may be evicted
+ * and refilled with another blob, so unmap or remap before releasing.
+ * fd is the stream's: valid until smoe_close() (dup() it to keep it;
+ * mappings stay valid after close).
+ */
 typedef struct smoe_ring_region {
     size_t struct_size;
     /* since 1.0 */
@@ -481,6 +498,10 @@ typedef struct smoe_ring_region {
     uint64_t slot_stride; /* multiple of 16 KiB */
     uint32_t slots;
     uint32_t reserved0_;
+    /* since 1.1 */
+    int32_t fd;           /* the ring's memory file; -1 without SMOE_OPEN_SHAREABLE */
+    uint32_t reserved1_;
+    uint64_t fd_offset;   /* offset of base in fd; a multiple of 16 KiB */
 } smoe_ring_region;
 
 SMOE_API int smoe_ring_region_get(smoe_stream *s, smoe_ring_region *r); /* since 1.0 */

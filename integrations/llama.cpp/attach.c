@@ -78,11 +78,6 @@ int smoe_llama_open(const char *gguf_path, const char *vault_path,
                              opts->struct_size, sizeof o);
         memcpy(&o, opts, opts->struct_size);
     }
-    if (o.flags & SMOE_LLAMA_MAP)
-        return open_fail(SMOE_ENOTSUP, "SMOE_LLAMA_MAP: mapping ring pages over expert "
-                         "slices needs a ring backed by a file descriptor, which this "
-                         "libsmoe_stream (%s) does not offer; experts are copied instead",
-                         smoe_version_string());
     uint64_t dense = 0;
     uint32_t top_k = 0;
     int r = gguf_survey(gguf_path, &dense, &top_k);
@@ -104,6 +99,8 @@ int smoe_llama_open(const char *gguf_path, const char *vault_path,
     so.workers = o.workers;
     so.verify = o.verify;
     so.flags = SMOE_OPEN_ALLOW_BUFFERED | o.open_flags;
+    if (o.flags & SMOE_LLAMA_MAP)
+        so.flags |= SMOE_OPEN_SHAREABLE;
     so.top_k = top_k;
     so.scout_bytes = dense;
     so.log_fn = o.log_fn;
@@ -128,6 +125,14 @@ int smoe_llama_open(const char *gguf_path, const char *vault_path,
         open_fail(r, "%s", smoe_last_error());
         smoe_llama_close(h);
         return r;
+    }
+    if (o.flags & SMOE_LLAMA_MAP) {
+        smoe_ring_region rr = SMOE_RING_REGION_INIT;
+        smoe_ring_region_get(h->s, &rr);
+        h->map = 1;
+        h->ring_fd = rr.fd;
+        h->ring_fd_off = rr.fd_offset;
+        h->page = (uint64_t)sysconf(_SC_PAGESIZE);
     }
     smoe_vault_info vi = SMOE_VAULT_INFO_INIT;
     smoe_vault_info_get(h->s, &vi);
@@ -284,7 +289,24 @@ static int build_layouts(smoe_llama *h)
  * as they share nothing else. Transparent huge pages where the kernel
  * offers them (the buffer is 2 MiB aligned), populated now: a page fault
  * costs more than a copy of its page (about 10 us on a virtual machine).
+ * With SMOE_LLAMA_MAP a kind whose slices are all mapped (place.c) needs
+ * no staging memory: its range stays reserved and reads as zeros.
  */
+/* Will every slice of kind k be mapped, for every layout, at base? */
+static int all_mapped(const smoe_llama *h, int k, uint8_t *base)
+{
+    for (uint32_t i = 0; i < h->n_tensors; i++) {
+        sl_tensor t = h->tensors[i];
+        if (t.kind != k)
+            continue;
+        t.base = base;
+        for (uint32_t lo = 0; lo < h->n_layouts; lo++)
+            if (h->compat[(size_t)t.layer * h->n_layouts + lo] && !sl_mappable(h, &t, lo, k))
+                return 0;
+    }
+    return 1;
+}
+
 static int map_staging(smoe_llama *h)
 {
     sl_tensor *host[SL_KINDS] = {NULL};
@@ -294,7 +316,7 @@ static int map_staging(smoe_llama *h)
             host[t->kind] = t;
     }
     for (int k = 0; k < SL_KINDS; k++) {
-        if (!host[k])
+        if (!host[k] || all_mapped(h, k, host[k]->base))
             continue;
         uint64_t n = host[k]->slice * host[k]->n_expert;
         h->st.stage_bytes += n;
@@ -419,7 +441,9 @@ int smoe_llama_attach(smoe_llama *h, struct llama_model *model)
     h->ulist = calloc(h->n_expert, sizeof *h->ulist);
     h->umark = calloc(h->n_expert, 1);
     h->staged = calloc(h->n_expert, sizeof *h->staged);
-    if (!h->ulist || !h->umark || !h->staged)
+    h->held = calloc(h->n_expert, sizeof *h->held);
+    h->is_held = calloc(h->n_expert, 1);
+    if (!h->ulist || !h->umark || !h->staged || !h->held || !h->is_held)
         return sl_fail(h, SMOE_ENOMEM, "out of memory");
     if ((r = check_samples(h)) < 0)
         return r;
@@ -464,6 +488,11 @@ void smoe_llama_close(smoe_llama *h)
 {
     if (!h)
         return;
+    /* The model's buffers, and with them the mapped slices, are gone
+     * (llama_model_free comes first): release the claims only. */
+    for (uint32_t i = 0; h->is_held && i < h->n_staged; i++)
+        if (h->is_held[h->staged[i]])
+            smoe_release(h->s, &h->held[h->staged[i]]);
     if (h->s)
         smoe_close(h->s);
     sl_replay_free(h->replay);
@@ -474,6 +503,8 @@ void smoe_llama_close(smoe_llama *h)
     free(h->ulist);
     free(h->umark);
     free(h->staged);
+    free(h->held);
+    free(h->is_held);
     free(h->gguf_path);
     free(h);
 }

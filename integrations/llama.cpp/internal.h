@@ -65,6 +65,14 @@ struct smoe_llama {
     uint32_t staged_layer;
     int attached;
 
+    /* SMOE_LLAMA_MAP: ring pages mapped over page-aligned slices (place.c) */
+    int map;
+    int ring_fd;              /* the ring's memory file (SMOE_OPEN_SHAREABLE) */
+    uint64_t ring_fd_off;
+    uint64_t page;
+    smoe_blob *held;          /* [n_expert]: claims kept while their pages are mapped */
+    uint8_t *is_held;         /* [n_expert] */
+
     /* the eval callback's state */
     int failed;               /* set by the callback; read by the abort callback */
     char err[768];
@@ -95,6 +103,17 @@ bool sl_abort_cb(void *user);
 void sl_unstage(smoe_llama *h);
 /* Make expert `e` of layer l present: claim (waiting), copy, release. */
 int sl_fetch(smoe_llama *h, uint32_t l, const uint32_t *list, uint32_t n);
+
+/* place.c: a claimed blob into its slices, copied or mapped */
+/* Can component k of layout lo be mapped over tensor t's slices? */
+int sl_mappable(const smoe_llama *h, const sl_tensor *t, uint32_t lo, int k);
+/* Copy blob b's components into expert b->expert's slices of layer l, or
+ * where may_map and mappable, map them. *mapped: 1 when any page was
+ * mapped, so that b must stay claimed until sl_unmap_expert(). */
+int sl_place(smoe_llama *h, uint32_t l, const smoe_blob *b, int may_map, int *mapped);
+/* Replace the ring pages mapped for b with fresh anonymous memory: from
+ * then on no slice shows the slot, whatever it holds next. */
+void sl_unmap_expert(smoe_llama *h, uint32_t l, const smoe_blob *b);
 
 /* replay.c */
 int sl_replay_open(smoe_llama *h, const char *path);

@@ -21,7 +21,7 @@
 typedef struct args {
     const char *model, *vault, *prompt, *prompt_tokens, *logits_out, *replay;
     int n_predict, threads, ctx, batch, ubatch, resident, print_ids, verbose, cpu_moe;
-    int no_mmap, ignore_eos, top_k, n_gpu_layers, stats, verify, keep_pages;
+    int no_mmap, ignore_eos, top_k, n_gpu_layers, stats, verify, keep_pages, map;
     uint32_t ring_slots, workers;
     float temp, top_p;
     uint32_t seed;
@@ -51,6 +51,7 @@ static void usage(FILE *f)
         "  --no-mmap            stock only: read the GGUF instead of mapping it\n"
         "  --verify             check every blob's checksum as it lands\n"
         "  --keep-pages         keep the GGUF's expert pages after load\n"
+        "  --map                map ring pages over page-aligned expert slices (zero-copy)\n"
         "  --replay-trace FILE  measurement only: route by a recorded trace, not by\n"
         "                       the model (the output is then not the model's); with\n"
         "                       --resident, stock llama.cpp routed by the trace\n"
@@ -90,6 +91,7 @@ static void parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--stats")) a->stats = 1;
         else if (!strcmp(o, "--verify")) a->verify = 1;
         else if (!strcmp(o, "--keep-pages")) a->keep_pages = 1;
+        else if (!strcmp(o, "--map")) a->map = 1;
         else if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); exit(0); }
         else flag = 0;
         if (flag)
@@ -241,7 +243,7 @@ static int write_logits(const char *path, struct llama_context *ctx, int n_promp
 static void print_stats(smoe_llama *h)
 {
     smoe_stats s = SMOE_STATS_INIT;
-    smoe_llama_stats ls = {sizeof ls, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    smoe_llama_stats ls = {sizeof ls, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     smoe_get_stats(smoe_llama_stream(h), &s);
     smoe_llama_get_stats(h, &ls);
     uint64_t demand = s.hits + s.joins + s.misses;
@@ -251,11 +253,14 @@ static void print_stats(smoe_llama *h)
             s.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered", demand, s.hits, s.joins,
             s.misses, demand ? (double)s.hits / (double)demand : 0.0,
             (double)s.bytes_read / 1048576.0);
-    fprintf(stderr, "smoe-llama: %" PRIu64 " layer routings, %" PRIu64 " experts copied "
-            "(%.1f MiB, %.3f s, %.1f us each), waiting for reads %.3f s, %" PRIu64
+    fprintf(stderr, "smoe-llama: %" PRIu64 " layer routings, %" PRIu64 " experts present, "
+            "%" PRIu64 " of them mapped; copied %.1f MiB in %.3f s, mapped %.1f MiB in %.3f s "
+            "(with unmapping); hit cost %.1f us an expert; waiting for reads %.3f s, %" PRIu64
             " in waves, largest union %" PRIu64 "; staging %.1f MiB\n", ls.layers,
-            ls.experts, (double)ls.bytes_copied / 1048576.0, (double)ls.copy_ns / 1e9,
-            ls.experts ? (double)ls.copy_ns / 1e3 / (double)ls.experts : 0.0,
+            ls.experts, ls.experts_mapped, (double)ls.bytes_copied / 1048576.0,
+            (double)ls.copy_ns / 1e9, (double)ls.bytes_mapped / 1048576.0,
+            (double)ls.map_ns / 1e9,
+            ls.experts ? (double)(ls.copy_ns + ls.map_ns) / 1e3 / (double)ls.experts : 0.0,
             (double)ls.wait_ns / 1e9, ls.waves, ls.max_union,
             (double)ls.stage_bytes / 1048576.0);
 }
@@ -292,7 +297,7 @@ int main(int argc, char **argv)
         o.ring_slots = a.ring_slots;
         o.workers = a.workers;
         o.verify = a.verify ? SMOE_VERIFY_ON : SMOE_VERIFY_DEFAULT;
-        o.flags = a.keep_pages ? SMOE_LLAMA_KEEP_PAGES : 0;
+        o.flags = (a.keep_pages ? SMOE_LLAMA_KEEP_PAGES : 0) | (a.map ? SMOE_LLAMA_MAP : 0);
         o.replay_trace = a.replay;
         o.log_fn = smoe_log;
         if (smoe_llama_open(a.model, a.vault, &o, &h) < 0) {

@@ -62,34 +62,40 @@ int sl_fail(smoe_llama *h, int code, const char *fmt, ...)
     return code;
 }
 
-/* Another layer's copies are about to overwrite the staged experts. */
+/* Another layer's experts are about to take the staged experts' place:
+ * unmap the ring pages of those mapped and release their claims (in that
+ * order: a slice never shows a released slot). */
 void sl_unstage(smoe_llama *h)
 {
-    for (uint32_t i = 0; i < h->n_staged; i++)
-        h->umark[h->staged[i]] = 0;
+    for (uint32_t i = 0; i < h->n_staged; i++) {
+        uint32_t e = h->staged[i];
+        h->umark[e] = 0;
+        if (h->is_held && h->is_held[e]) {
+            sl_unmap_expert(h, h->staged_layer, &h->held[e]);
+            smoe_release(h->s, &h->held[e]);
+            h->is_held[e] = 0;
+        }
+    }
     h->n_staged = 0;
 }
 
-/* Copy a claimed blob's components into expert e's slices of layer l. */
-static int copy_in(smoe_llama *h, uint32_t l, const smoe_blob *b)
+/* Make claimed blob b (h->held[expert]) present; keep the claim while its
+ * pages are mapped.
+ * Mapping holds a slot for the rest of the layer, so only once the whole
+ * union is prefetched (hold): while a wave waits for room, each blob is
+ * copied and released at once, and the union of a layer never needs more
+ * slots than the ring has. */
+static int present(smoe_llama *h, uint32_t l, smoe_blob *b, int hold)
 {
-    if (b->layout >= h->n_layouts || !h->compat[(size_t)l * h->n_layouts + b->layout])
-        return sl_fail(h, SMOE_EFORMAT, "vault blob of layer %" PRIu32 " expert %" PRIu32
-                       " has layout %" PRIu32 ", which does not match the GGUF's expert "
-                       "tensors of that layer", l, b->expert, b->layout);
-    uint64_t t0 = sl_now_ns();
-    const sl_layer *ly = &h->layers[l];
-    const uint64_t *off = &h->comp_off[(size_t)b->layout * SL_KINDS];
-    for (int k = 0; k < SL_KINDS; k++) {
-        const sl_tensor *t = ly->t[k];
-        if (!t)
-            continue;
-        memcpy(t->base + (uint64_t)b->expert * t->slice, (const uint8_t *)b->data + off[k],
-               t->slice);
-        h->st.bytes_copied += t->slice;
+    int mapped = 0;
+    int r = sl_place(h, l, b, hold, &mapped);
+    if (r < 0) /* a failed MAP_FIXED may leave a hole: make it readable */
+        sl_unmap_expert(h, l, b);
+    if (r < 0 || !mapped) {
+        smoe_release(h->s, b);
+        return r;
     }
-    h->st.copy_ns += sl_now_ns() - t0;
-    h->st.experts++;
+    h->is_held[b->expert] = 1;
     return 0;
 }
 
@@ -129,11 +135,12 @@ int sl_fetch(smoe_llama *h, uint32_t l, const uint32_t *clist, uint32_t n)
             }
             tail++;
         }
-        smoe_blob b;
+        /* Claimed into held[expert]: a mapped expert's claim is released
+         * later, by that descriptor (release refuses copies). */
         r = SMOE_EAGAIN;
         /* Whichever has arrived first; else wait for the oldest. */
         for (uint32_t i = head; i < tail && r == SMOE_EAGAIN; i++) {
-            r = smoe_claim(h->s, l, list[i], &b);
+            r = smoe_claim(h->s, l, list[i], &h->held[list[i]]);
             if (r != SMOE_EAGAIN) {
                 uint32_t x = list[i];
                 list[i] = list[head];
@@ -146,7 +153,8 @@ int sl_fetch(smoe_llama *h, uint32_t l, const uint32_t *clist, uint32_t n)
              * claim_wait prefetches it itself when needed. */
             uint64_t t0 = sl_now_ns();
             for (;;) {
-                r = smoe_claim_wait(h->s, l, list[head], h->claim_timeout_ns, &b);
+                r = smoe_claim_wait(h->s, l, list[head], h->claim_timeout_ns,
+                                    &h->held[list[head]]);
                 if (r != SMOE_EFULL || sl_now_ns() - t0 > h->claim_timeout_ns)
                     break;
                 struct timespec ts = {0, 200000};
@@ -164,8 +172,7 @@ int sl_fetch(smoe_llama *h, uint32_t l, const uint32_t *clist, uint32_t n)
                                h->claim_timeout_ns / 1000000, smoe_strerror(r));
             return read_failed(h, l, list[head], r);
         }
-        r = copy_in(h, l, &b);
-        smoe_release(h->s, &b);
+        r = present(h, l, &h->held[list[head]], tail == n);
         if (r < 0) {
             drain(h, l, list, head + 1, tail);
             return r;
@@ -235,7 +242,9 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
         }
         return 0;
     }
-    if (h->staged_layer != l)
+    /* Mapped experts hold slots: give them back before a new union of the
+     * same layer needs them. */
+    if (h->staged_layer != l || h->map)
         sl_unstage(h);
     h->staged_layer = l;
 

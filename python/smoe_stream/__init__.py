@@ -19,6 +19,7 @@ from .errors import (SmoeError, InvalidArgument, OutOfMemory, NotFound, ReadErro
                      error_name, codes)
 from .stream import (Stream, Blob, Component, OPEN_ALLOW_BUFFERED, OPEN_BUFFERED,
                      OPEN_MLOCK, OPEN_FORCE_CLOSE, OPEN_NO_PREWARM, OPEN_NO_FREQ,
+                     OPEN_SHAREABLE,
                      VERIFY_DEFAULT, VERIFY_ON, VERIFY_OFF, EVICT_DEFAULT, EVICT_LRU,
                      EVICT_REUSE, QUEUED, RESIDENT, INFLIGHT, SKIPPED, READY, HIT)
 from .writer import Writer

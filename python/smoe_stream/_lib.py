@@ -83,6 +83,8 @@ def _versioned(name, fields):
 
 
 V1_0 = 10000
+V1_1 = 10100
+i32 = ctypes.c_int32
 
 OpenOpts = _versioned("smoe_open_opts", [
     ("workers", u32, V1_0), ("ring_slots", u32, V1_0), ("slot_bytes", u64, V1_0),
@@ -111,6 +113,7 @@ Stats = _versioned("smoe_stats", [(f, u64, V1_0) for f in _STATS_U64])
 RingRegion = _versioned("smoe_ring_region", [
     ("base", vp, V1_0), ("length", u64, V1_0), ("slot_stride", u64, V1_0),
     ("slots", u32, V1_0), ("reserved0_", u32, V1_0),
+    ("fd", i32, V1_1), ("reserved1_", u32, V1_1), ("fd_offset", u64, V1_1),
 ])
 
 VaultInfo = _versioned("smoe_vault_info", [

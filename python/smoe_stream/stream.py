@@ -13,6 +13,7 @@ OPEN_MLOCK = 1 << 2
 OPEN_FORCE_CLOSE = 1 << 3
 OPEN_NO_PREWARM = 1 << 4
 OPEN_NO_FREQ = 1 << 5
+OPEN_SHAREABLE = 1 << 7  # the ring as a memory file: ring_region()["fd"] (since 1.1)
 # smoe_open_opts.verify
 VERIFY_DEFAULT, VERIFY_ON, VERIFY_OFF = 0, 1, 2
 # smoe_open_opts.eviction
@@ -222,7 +223,8 @@ class Stream:
 
     def ring_region(self):
         """The ring's memory, for registering it once with a GPU API:
-        dict(base (an address), length, slot_stride, slots)."""
+        dict(base (an address), length, slot_stride, slots; since 1.1 also
+        fd, fd_offset: the ring's memory file with OPEN_SHAREABLE, else -1)."""
         r = _lib.RingRegion()
         r.struct_size = _lib.RingRegion.struct_size_for(_lib.VERSION)
         raise_for(_lib.ring_region_get(self._handle(), ctypes.byref(r)))

@@ -8,7 +8,8 @@
  * routing (the ffn_moe_topk-N tensor) before that layer's expert matmuls;
  * there the chosen experts are read from the vault through the ring
  * (smoe_prefetch, smoe_claim_wait), copied into their slices of the expert
- * tensors and released. The expert tensors of all layers share one
+ * tensors and released (or, with SMOE_LLAMA_MAP, the ring's pages mapped
+ * over the slices and released once the layer is done). The expert tensors of all layers share one
  * layer's worth of staging memory. llama.cpp itself is not patched.
  *
  * Use, in this order:
@@ -51,10 +52,11 @@ typedef struct smoe_llama smoe_llama;
 
 /* smoe_llama_opts.flags */
 enum {
-    /* Map ring pages over page-aligned expert slices instead of copying
-     * them. Needs a ring the library backs with a file descriptor, which
-     * libsmoe_stream 1.0 does not offer: smoe_llama_open() refuses it with
-     * SMOE_ENOTSUP for now (docs/llama.cpp.md). */
+    /* Map ring pages over expert slices instead of copying them, where a
+     * slice is whole pages at a page boundary (others are copied): opens
+     * the ring with SMOE_OPEN_SHAREABLE (libsmoe_stream 1.1; SMOE_ENOTSUP
+     * where the system has no memory file). A mapped expert keeps its slot
+     * claimed until the next layer's routing (docs/llama.cpp.md). */
     SMOE_LLAMA_MAP = 1u << 0,
     /* Keep the GGUF's pages of expert tensors: by default they are dropped
      * from this process and the page cache once the model is attached. */
@@ -83,7 +85,7 @@ typedef struct smoe_llama_opts {
 typedef struct smoe_llama_stats {
     size_t struct_size;
     uint64_t layers;          /* routing callbacks handled (layer x ubatch) */
-    uint64_t experts;         /* experts made present (copies) */
+    uint64_t experts;         /* experts made present (copied or mapped) */
     uint64_t staged_hits;     /* experts already present from the same layer's last ubatch */
     uint64_t bytes_copied;
     uint64_t copy_ns;         /* time in memcpy from the ring */
@@ -91,6 +93,9 @@ typedef struct smoe_llama_stats {
     uint64_t waves;           /* layers whose union did not fit the ring at once */
     uint64_t max_union;       /* largest union of experts of one layer and ubatch */
     uint64_t stage_bytes;     /* staging memory the expert tensors share */
+    uint64_t experts_mapped;  /* of experts, those with any slice mapped (SMOE_LLAMA_MAP) */
+    uint64_t bytes_mapped;
+    uint64_t map_ns;          /* time mapping ring pages and unmapping them on release */
 } smoe_llama_stats;
 
 /*

@@ -1,0 +1,165 @@
+#!/bin/sh
+# bench/llama/gpu_run.sh STEP: the llama.cpp integration with the dense part
+# on an NVIDIA GPU (CUDA), against stock llama.cpp on the same machine
+# (docs/llama.cpp.md, "The dense part on a GPU"). Self-contained: the GPU
+# machine needs no network, only this checkout and build-gpu-carry/.
+#
+#   pack   (here, where llama.cpp was fetched) write build-gpu-carry/: the
+#          tested llama.cpp tree without its .git, models, docs, tools,
+#          examples and tests (llama.cpp.tar.xz), the system's xxhash.h,
+#          and the smoe tool built in BUILD (default build-llama) with the
+#          shared libraries it needs beyond libc and zlib
+#   build  (GPU machine) unpack llama.cpp into build-gpu/, configure it with
+#          -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 (Hopper: H100, H200)
+#          and build only smoe-llama (llama, ggml, ggml-cuda, the
+#          integration); incremental: run it again to resume
+#   run    (GPU machine) write a synthetic GGUF shaped like Qwen3-30B-A3B
+#          (LAYERS layers, default 24; 128 experts of 2048 x 768 Q4_K, top-8),
+#          pack it, and run, one after the other, 16 prompt tokens and
+#          TOKENS (default 32) greedy ones, every layer's dense part on the
+#          GPU (--n-gpu-layers 99):
+#            stock-cpu-moe  stock llama.cpp, experts on the CPU (--cpu-moe),
+#                           the GGUF in the page cache
+#            smoe           the integration, ring 25% of the experts (copy)
+#            smoe-map       the same with --map (ring pages mapped)
+#            stock-gpu      stock llama.cpp with everything on the GPU (the
+#                           ceiling of a GPU that holds the whole model)
+#          and prints load, first token and decode tokens/s of each, and
+#          whether the streamed runs' logits and tokens equal stock-cpu-moe's
+#          (the same placement, so they must be bit-identical)
+#   all    build, then run
+# Environment: LAYERS, TOKENS, THREADS (default: the CPU count), GPU_LAYERS
+# (default 99), SHARE (ring, % of the experts; default 25), BUILD (pack),
+# CONFIGURE_ONLY=1 (build: stop after configuring, on a machine without GPU).
+set -eu
+cd "$(dirname "$0")/../.."
+root=$PWD
+carry=$root/build-gpu-carry
+work=$root/build-gpu
+step=${1:-}
+log() { echo "== $(date +%H:%M:%S) $*" >&2; }
+
+do_pack() {
+    b=${BUILD:-build-llama}
+    lcpp=$(sed -n 's/^SMOE_LLAMA_CPP_DIR:[A-Z]*=//p' "$b/CMakeCache.txt")
+    [ -f "$lcpp/include/llama.h" ] || { echo "gpu_run.sh: no llama.cpp tree in $b" >&2; exit 1; }
+    rm -rf "$carry"
+    mkdir -p "$carry/lib"
+    tar -C "$lcpp" -cJf "$carry/llama.cpp.tar.xz" --exclude=./.git --exclude=./models \
+        --exclude=./docs --exclude=./tools --exclude=./examples --exclude=./tests \
+        --exclude=./benches --exclude=./pocs --exclude=./app --exclude=./media .
+    (cd "$lcpp" && git rev-parse HEAD 2>/dev/null || echo unknown) > "$carry/llama.cpp.commit"
+    cp /usr/include/xxhash.h "$carry/"
+    cp "$b/tools/smoe/smoe" "$carry/"
+    for l in $(ldd "$b/tools/smoe/smoe" | awk '/=> \// { print $3 }'); do
+        case $(basename "$l") in libc.so*|libm.so*|libz.so*) ;; *) cp -L "$l" "$carry/lib/" ;; esac
+    done
+    du -sh "$carry"
+    log "carry build-gpu-carry (and this checkout) to the GPU machine"
+}
+
+do_build() {
+    [ -f "$carry/llama.cpp.tar.xz" ] || { echo "gpu_run.sh: $carry/llama.cpp.tar.xz missing: run 'gpu_run.sh pack' where llama.cpp was fetched and carry build-gpu-carry" >&2; exit 1; }
+    mkdir -p "$work/bin"
+    if [ ! -f "$work/llama.cpp/include/llama.h" ]; then
+        log "unpacking llama.cpp ($(cat "$carry/llama.cpp.commit"))"
+        mkdir -p "$work/llama.cpp"
+        tar -C "$work/llama.cpp" -xJf "$carry/llama.cpp.tar.xz"
+    fi
+    # The library wants pkg-config only for packages this build does not
+    # use (xxHash is compiled in): a stand-in where there is none.
+    pc=
+    if ! command -v pkg-config > /dev/null; then
+        printf '#!/bin/sh\n[ "$1" = --version ] && echo 0.29.2 && exit 0\nexit 1\n' > "$work/bin/pkg-config"
+        chmod +x "$work/bin/pkg-config"
+        pc=-DPKG_CONFIG_EXECUTABLE=$work/bin/pkg-config
+    fi
+    gen=
+    command -v ninja > /dev/null && gen="-G Ninja"
+    export PATH=$PATH:/usr/local/cuda/bin
+    log "configuring (CUDA $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+    # shellcheck disable=SC2086
+    cmake -S . -B "$work/b" $gen $pc -DCMAKE_BUILD_TYPE=Release -DSMOE_BUILD_TESTS=OFF \
+        -DSMOE_BUILD_TOOL=OFF -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON \
+        -DSMOE_LLAMA_CPP_DIR="$work/llama.cpp" -DSMOE_XXHASH_INLINE=ON \
+        -DSMOE_XXHASH_HEADER="$carry/xxhash.h" -DGGML_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF \
+        > "$work/configure.log" ||
+        { tail -n 30 "$work/configure.log"; exit 1; }
+    [ -z "${CONFIGURE_ONLY:-}" ] || return 0
+    log "building smoe-llama with $(nproc) jobs"
+    cmake --build "$work/b" -j"$(nproc)" --target smoe-llama > "$work/build.log" 2>&1 ||
+        { tail -n 40 "$work/build.log"; exit 1; }
+    log "built $work/b/integrations/llama.cpp/smoe-llama"
+}
+
+# One run: MODE ARGS... -> prints a table row; logits and ids in $work/MODE.*
+one() {
+    mode=$1
+    shift
+    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
+    case $mode in stock*) cat "$model" > /dev/null ;; esac # warm: the page cache holds it
+    "$llama" --model "$model" --prompt-tokens "$ptoks" --n-predict "$tokens" --ignore-eos \
+        --threads "$threads" --n-gpu-layers "$ngl" --print-token-ids \
+        --logits-out "$work/$mode.logits" "$@" > "$work/$mode.out" 2> "$work/$mode.err" ||
+        { tail -n 20 "$work/$mode.err"; echo "gpu_run.sh: $mode failed" >&2; exit 1; }
+    tail -n "$tokens" "$work/$mode.out" > "$work/$mode.ids"
+    line=$(grep 'load .* s, prompt' "$work/$mode.err")
+    load=$(echo "$line" | sed -n 's/.*load \([0-9.]*\) s.*/\1/p')
+    ttft=$(echo "$line" | sed -n 's/.*first token \([0-9.]*\) s.*/\1/p')
+    tps=$(echo "$line" | sed -n 's/.*decode \([0-9.]*\) tokens.*/\1/p')
+    same=-
+    if [ "$mode" != stock-cpu-moe ]; then
+        l=differ
+        cmp -s "$work/stock-cpu-moe.logits" "$work/$mode.logits" && l=equal
+        t=differ
+        cmp -s "$work/stock-cpu-moe.ids" "$work/$mode.ids" && t=equal
+        same="logits $l, tokens $t"
+    fi
+    printf '%-14s %8s %9s %11s   %s\n' "$mode" "$load" "$ttft" "$tps" "$same"
+    grep -i 'CUDA0\|offloaded\|ggml_cuda_init: found' "$work/$mode.err" | head -n 3 | sed 's/^/    /' || true
+    case $mode in smoe*) grep 'smoe-llama: ' "$work/$mode.err" | grep -v 'load .* s, prompt' |
+        sed 's/^/    /' ;; esac
+}
+
+do_run() {
+    llama=$work/b/integrations/llama.cpp/smoe-llama
+    [ -x "$llama" ] || { echo "gpu_run.sh: build first (gpu_run.sh build)" >&2; exit 1; }
+    layers=${LAYERS:-24} tokens=${TOKENS:-32} threads=${THREADS:-$(nproc)}
+    ngl=${GPU_LAYERS:-99} share=${SHARE:-25}
+    export LD_LIBRARY_PATH=$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export OMP_WAIT_POLICY=passive
+    smoe=$carry/smoe
+    model=$work/qwen3-30b-a3b-$layers.gguf
+    vault=$work/qwen3-30b-a3b-$layers.smoe
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /' || true
+    if [ ! -f "$model" ]; then
+        log "writing $model"
+        PYTHONPATH=$work/llama.cpp/gguf-py python3 integrations/llama.cpp/tests/mkmoe.py \
+            qwen3-30b-a3b "$model.tmp" --layers "$layers"
+        mv "$model.tmp" "$model"
+    fi
+    if [ ! -f "$vault" ]; then
+        log "packing $vault"
+        "$smoe" pack --quiet --out "$vault" "$model" > /dev/null
+    fi
+    info=$("$smoe" inspect "$vault")
+    entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
+    slots=$((entries * share / 100))
+    ptoks=$(awk 'BEGIN { for (i = 0; i < 16; i++) printf "%s%d", i ? "," : "", (i * 7919 + 13) % 30000 }')
+    log "qwen3-30b-a3b shape, $layers layers, $entries experts; ring $slots slots ($share%);" \
+        "$threads threads, --n-gpu-layers $ngl"
+    printf '%-14s %8s %9s %11s   %s\n' mode load_s ttft_s decode_t/s "vs stock-cpu-moe"
+    one stock-cpu-moe --resident --cpu-moe
+    one smoe --vault "$vault" --ring-slots "$slots" --stats
+    one smoe-map --vault "$vault" --ring-slots "$slots" --stats --map
+    one stock-gpu --resident
+}
+
+case $step in
+pack) do_pack ;;
+build) do_build ;;
+run) do_run ;;
+all) do_build && do_run ;;
+*) awk 'NR > 1 && /^set -eu/ { exit } NR > 1' "$0"; exit 2 ;;
+esac
