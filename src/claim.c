@@ -93,7 +93,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
     uint64_t w;
     int err = 0;
-    switch (smoe__slot_claim(&s->ring, v, key, gen, &w, &err, why)) {
+    switch (smoe__slot_claim(s, &s->ring, v, key, gen, &w, &err, why)) {
     case SMOE__CLAIM_TAKEN:
         return fill_blob(s, layer, expert, v, gen, w, blob);
     case SMOE__CLAIM_LOADING:

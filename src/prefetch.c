@@ -143,6 +143,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
+    smoe__hook(s, SMOE__HOOK_SLOT_PICK, UINT32_MAX, key, 0);
     if (counted_spec && !spec_budget_take(s)) {
         smoe__map_unreserve(s->map, key);
         SMOE__COUNT(s, c_spec_skipped, 1);

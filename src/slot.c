@@ -349,8 +349,10 @@ static void fault_copy(const smoe__ring *r, uint32_t v, smoe__fault *why)
  * holds the slot, so that no evictor can re-arm it for another expert
  * meanwhile and the error is this load's; then remove one pin by a CAS
  * from the word the error was read under. */
-int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, smoe__fault *why)
+int smoe__slot_claim_failed(struct smoe_stream *s, smoe__ring *r, uint32_t v, uint64_t *w,
+                            int *err, smoe__fault *why)
 {
+    smoe__hook(s, SMOE__HOOK_CLAIM_FAILED, v, *w, 0);
     /* relaxed: [P], through the acquire of *w; ordered before the unpinning
      * CAS below by its release */
     int e = atomic_load_explicit(&r->err[v], memory_order_relaxed);
@@ -361,6 +363,7 @@ int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, sm
         *w = smoe__slot_word(r, v);
         return 0;
     }
+    smoe__hook(s, SMOE__HOOK_CLAIM_ERR, v, *w, (uint64_t)(uint32_t)e);
     smoe__fault f;
     fault_copy(r, v, &f); /* under the same pin as err */
     /* The error has reached a claimer: it honours one demand prefetch, as a

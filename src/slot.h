@@ -374,11 +374,13 @@ typedef enum smoe__claim_step {
 
 /* The FAILED case of a claim (slot.c): 1 with *err and *why, a pin
  * removed if any; 0: look again (*w reloaded). */
-int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, smoe__fault *why);
-/* Claim key's blob in slot v (the map's entry: gen). On TAKEN *w is the
- * word before (READY: first claim; CONSUMED: a hit); on LOADING the word to
- * park on. */
-static inline smoe__claim_step smoe__slot_claim(smoe__ring *r, uint32_t v, uint32_t key,
+int smoe__slot_claim_failed(struct smoe_stream *s, smoe__ring *r, uint32_t v, uint64_t *w,
+                            int *err, smoe__fault *why);
+/* Claim key's blob in slot v of s (r: s's ring; the map's entry: gen). On
+ * TAKEN *w is the word before (READY: first claim; CONSUMED: a hit); on
+ * LOADING the word to park on. */
+static inline smoe__claim_step smoe__slot_claim(struct smoe_stream *s, smoe__ring *r,
+                                                uint32_t v, uint32_t key,
                                                 uint32_t gen, uint64_t *w, int *err,
                                                 smoe__fault *why)
 {
@@ -398,7 +400,7 @@ static inline smoe__claim_step smoe__slot_claim(smoe__ring *r, uint32_t v, uint3
         if (st == SMOE__SLOT_FAILED) {
             /* out of line: the rare case keeps cur in a register */
             uint64_t f = cur;
-            int done = smoe__slot_claim_failed(r, v, &f, err, why);
+            int done = smoe__slot_claim_failed(s, r, v, &f, err, why);
             cur = f;
             if (done) {
                 step = SMOE__CLAIM_FAILED;
