@@ -24,7 +24,15 @@
  *    (smoe__mpmc_reserve) while every consumer returns one unit of room
  *    after each pop (smoe__mpmc_unreserve) never finds the queue full:
  *    reserved room counts every position claimed and not yet consumed,
- *    and never exceeds the capacity.
+ *    and never exceeds the capacity. That needs the orders: a give-back is
+ *    a release and a successful reservation an acquire, so a producer
+ *    whose reservation took room a consumer gave back sees that consumer's
+ *    freeing of its cell (relaxed, C11 lets the push read the old seq, and
+ *    ARMv8 can).
+ *  - A producer stalled between its enq_pos CAS and its seq store hides
+ *    the tokens pushed after it from consumers until it resumes (Vyukov's
+ *    queue is not wait-free); no token is lost and no wake-up either (the
+ *    producer notifies after its push).
  *  - enq_pos and deq_pos run free as unsigned counters and are compared
  *    only by their signed difference with a cell's seq, so wrap-around of
  *    size_t is harmless.

@@ -133,6 +133,10 @@ static void run_request(smoe__worker *wk, smoe__req rq)
     uint32_t arming;
     if (!smoe__slot_start(s, rq.slot, rq.gen, &key))
         return; /* cancelled, evicted, done, or stale */
+    /* key is the word's at smoe__slot_start, before the chunk CAS: a worker
+     * stalled across 2^20 loads of this slot (the gen wraps) could meet
+     * another key's arming with an identical chunk_next and read with this
+     * entry's offsets. Negligible, and noted rather than paid for. */
     const smoe__vault_entry *e = &s->vault.index[key];
     if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, e->padded, &off, &len, &arming))
         return; /* not armed yet, or every chunk of this arming is taken */
