@@ -33,6 +33,14 @@ static int check_args(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
 {
     if (!s || !blob)
         return smoe__fail(SMOE_EINVAL, "%s: NULL %s", fn, s ? "blob" : "stream");
+    /* A descriptor that holds a reference of this stream (at its own
+     * address: not a copy) keeps it: overwriting it would leak the
+     * reference, and smoe_close would return SMOE_EBUSY for ever. */
+    if (blob->held && blob->reserved_[0] == s->id &&
+        blob->reserved_[1] == (uint64_t)(uintptr_t)blob)
+        return smoe__fail(SMOE_EINVAL, "%s: the descriptor still holds a reference to (layer "
+                          "%u, expert %u): release it first, or claim into another descriptor",
+                          fn, blob->layer, blob->expert);
     blob->held = 0; /* a failed claim leaves a descriptor release refuses */
     if (!smoe__vault_entry_of(&s->vault, layer, expert))
         return smoe__fail(SMOE_ENOENT, "%s: no expert (layer %u, expert %u) in %s "
@@ -93,7 +101,7 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     const uint32_t v = smoe__map_slot(me), gen = smoe__map_gen(me);
     uint64_t w;
     int err = 0;
-    switch (smoe__slot_claim(&s->ring, v, key, gen, &w, &err, why)) {
+    switch (smoe__slot_claim(s, &s->ring, v, key, gen, &w, &err, why)) {
     case SMOE__CLAIM_TAKEN:
         return fill_blob(s, layer, expert, v, gen, w, blob);
     case SMOE__CLAIM_LOADING:

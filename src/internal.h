@@ -66,8 +66,14 @@ enum {
     SMOE__HOOK_CHUNK_READ,     /* worker, chunk taken, before the read: a = offset in
                                 * the blob, b = length */
     SMOE__HOOK_REQUEST_DONE,   /* worker, after a token was handled */
-    SMOE__HOOK_WAIT_ASKED      /* smoe_claim_wait, its demand prefetch returned
+    SMOE__HOOK_WAIT_ASKED,     /* smoe_claim_wait, its demand prefetch returned
                                 * SMOE_RESIDENT or SMOE_QUEUED: a = that status */
+    SMOE__HOOK_CLAIM_FAILED,   /* a claim saw FAILED, before it reads the error:
+                                * a = the word */
+    SMOE__HOOK_CLAIM_ERR,      /* a claim read a FAILED slot's error, before it
+                                * reads the fault record: a = the word, b = err */
+    SMOE__HOOK_SLOT_PICK       /* a prefetch holds its expert's map entry PENDING,
+                                * before it picks a slot: a = the key */
 };
 struct smoe_stream;
 typedef void (*smoe__hook_fn)(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
@@ -124,7 +130,9 @@ struct smoe_stream {
     alignas(64) _Atomic uint64_t c_prefetch_demand, c_prefetch_spec, c_hits, c_joins,
         c_misses, c_spec_queued, c_spec_skipped, c_spec_upgraded, c_spec_cancelled,
         c_spec_wasted_bytes, c_full, c_evictions, c_worker_wakes, c_evict_scans,
-        c_evict_scanned;
+        c_evict_scanned,
+        c_push_full; /* pushes into reserved room that found the queue full (never
+                      * expected: mpmc.h; counted and retried, worker.c) */
     /* counters written by claiming threads */
     alignas(64) _Atomic uint64_t c_claims, c_claim_hits, c_claim_waits, c_claim_wait_ns,
         c_releases, c_spec_used;

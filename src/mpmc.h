@@ -24,7 +24,15 @@
  *    (smoe__mpmc_reserve) while every consumer returns one unit of room
  *    after each pop (smoe__mpmc_unreserve) never finds the queue full:
  *    reserved room counts every position claimed and not yet consumed,
- *    and never exceeds the capacity.
+ *    and never exceeds the capacity. That needs the orders: a give-back is
+ *    a release and a successful reservation an acquire, so a producer
+ *    whose reservation took room a consumer gave back sees that consumer's
+ *    freeing of its cell (relaxed, C11 lets the push read the old seq, and
+ *    ARMv8 can).
+ *  - A producer stalled between its enq_pos CAS and its seq store hides
+ *    the tokens pushed after it from consumers until it resumes (Vyukov's
+ *    queue is not wait-free); no token is lost and no wake-up either (the
+ *    producer notifies after its push).
  *  - enq_pos and deq_pos run free as unsigned counters and are compared
  *    only by their signed difference with a cell's seq, so wrap-around of
  *    size_t is harmless.
@@ -100,13 +108,18 @@ static inline size_t smoe__mpmc_capacity(const smoe__mpmc *q)
  * the room left is less than n. */
 static inline int smoe__mpmc_reserve(smoe__mpmc *q, size_t n)
 {
-    /* relaxed: a count of room only; the cells' seq order the requests */
+    /* relaxed: the CAS below decides */
     size_t cur = atomic_load_explicit(&q->reserved, memory_order_relaxed);
     do {
         if (n > q->mask + 1 - cur)
             return 0;
+        /* acquire on success: pairs with the release of smoe__mpmc_unreserve
+         * whose room this reservation takes (every write of reserved is an
+         * RMW: a release sequence), so the consumer's release CAS of the
+         * cell's seq that preceded it is visible to our pushes; relaxed on
+         * failure: the loop decides again */
     } while (!atomic_compare_exchange_weak_explicit(&q->reserved, &cur, cur + n,
-                                                    memory_order_relaxed,
+                                                    memory_order_acquire,
                                                     memory_order_relaxed));
     return 1;
 }
@@ -114,8 +127,9 @@ static inline int smoe__mpmc_reserve(smoe__mpmc *q, size_t n)
 /* Any thread. Give back room for n: reserved and not pushed, or popped. */
 static inline void smoe__mpmc_unreserve(smoe__mpmc *q, size_t n)
 {
-    /* relaxed: as in smoe__mpmc_reserve */
-    atomic_fetch_sub_explicit(&q->reserved, n, memory_order_relaxed);
+    /* release: pairs with the acquire of the smoe__mpmc_reserve that takes
+     * this room; a consumer's freeing of its cell (pop) comes before */
+    atomic_fetch_sub_explicit(&q->reserved, n, memory_order_release);
 }
 
 /* Any thread. Returns 1 if pushed, 0 if the queue is full (never after a
@@ -130,7 +144,7 @@ static inline int smoe__mpmc_push(smoe__mpmc *q, smoe__req req)
         /* acquire: pairs with the consumer's release CAS of seq that freed
          * this cell, so our write of req cannot pass its read */
         size_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
-        intptr_t dif = (intptr_t)seq - (intptr_t)pos;
+        intptr_t dif = (intptr_t)(seq - pos); /* wraps: no signed overflow */
         if (dif == 0) {
             /* relaxed: claiming the position publishes nothing yet; the seq
              * release store below publishes the request */
@@ -161,7 +175,7 @@ static inline int smoe__mpmc_pop(smoe__mpmc *q, smoe__req *out)
         smoe__mpmc_cell *c = &q->cells[pos & q->mask];
         /* acquire: pairs with the producer's release store of seq in push */
         size_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
-        intptr_t dif = (intptr_t)seq - (intptr_t)(pos + 1);
+        intptr_t dif = (intptr_t)(seq - (pos + 1)); /* wraps: no signed overflow */
         if (dif < 0)
             return 0; /* empty: position pos is not filled yet */
         size_t next = pos + 1;

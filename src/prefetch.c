@@ -9,7 +9,9 @@
  * either takes a victim: only the one that moves the entry NONE -> PENDING
  * reserves a slot, so an expert is never loaded twice. PENDING lasts for
  * one victim scan; a concurrent prefetch of the same expert waits it out
- * (pause, then sched_yield) and then joins.
+ * (pause, then sched_yield) and then joins. This is the one wait for
+ * another thread a prefetch has (smoe.h says so): bounded by the holder's
+ * scan, unless the holder is descheduled.
  *
  * Room in the request queues is reserved before anything changes
  * (mpmc.h): a speculative or pre-warm load that finds none is SKIPPED
@@ -143,6 +145,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
+    smoe__hook(s, SMOE__HOOK_SLOT_PICK, UINT32_MAX, key, 0);
     if (counted_spec && !spec_budget_take(s)) {
         smoe__map_unreserve(s->map, key);
         SMOE__COUNT(s, c_spec_skipped, 1);

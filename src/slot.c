@@ -101,6 +101,7 @@ void smoe__slots_init(smoe__ring *r)
     for (uint32_t i = 0; i < r->nslots; i++) {
         atomic_init(&r->word[i], SMOE__SLOT_EMPTY);
         atomic_init(&r->err[i], 0);
+        atomic_init(&r->fault[i].seq, 0);
         atomic_init(&r->fault[i].what, SMOE__FAULT_NONE);
         atomic_init(&r->fault[i].eno, 0);
         atomic_init(&r->fault[i].tries, 0);
@@ -179,14 +180,16 @@ uint32_t smoe__slot_arm(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_
      * read the word that publication or cancellation wrote. */
     uint64_t prev = atomic_load_explicit(&s->ring.chunk_next[v], memory_order_relaxed);
     uint32_t attempt = smoe__cn_gen(prev) == gen ? smoe__cn_attempt(prev) + 1 : 0;
-    /* relaxed (all three): published by the release store of chunk_next */
-    atomic_store_explicit(&s->ring.err[v], 0, memory_order_relaxed);
+    const uint64_t next = smoe__cn_make(gen, attempt, !demand);
+    /* relaxed (all three): published by the release store of chunk_next;
+     * err: no error yet, of this arming */
+    atomic_store_explicit(&s->ring.err[v], smoe__err_make(smoe__cn_arming(next), 0),
+                          memory_order_relaxed);
     atomic_store_explicit(&s->ring.chunk_left[v], n, memory_order_relaxed);
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
     /* release: [A], also for a worker that holds a token of an earlier
      * arming of the same gen */
-    atomic_store_explicit(&s->ring.chunk_next[v], smoe__cn_make(gen, attempt, !demand),
-                          memory_order_release);
+    atomic_store_explicit(&s->ring.chunk_next[v], next, memory_order_release);
     /* Armed: drop the STARTED the reservation set, so that a queued
      * speculative read can be cancelled until a worker takes a chunk.
      * Nobody else can move the slot meanwhile: it is not cancellable, and
@@ -247,7 +250,7 @@ int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *
 }
 
 int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint64_t padded,
-                          uint64_t *off, uint64_t *len)
+                          uint64_t *off, uint64_t *len, uint32_t *arming)
 {
     _Atomic uint64_t *next = &s->ring.chunk_next[v];
     /* acquire: [A] (and, through the CASes of other workers, each later
@@ -268,34 +271,44 @@ int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint6
                                                     memory_order_acquire));
     *off = (uint64_t)smoe__cn_index(c) * chunk;
     *len = padded - *off < chunk ? padded - *off : chunk;
+    *arming = smoe__cn_arming(c);
     return 1;
 }
 
-void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t what,
+void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t arming, uint32_t what,
                            const smoe__io_fail *f)
 {
     static const smoe__io_fail none = {0, 0, 0, 0, 0};
     smoe__slot_fault *sf = &s->ring.fault[v];
     if (!f)
         f = &none;
-    /* relaxed, all six: published with the error, by [C] and then [P] */
+    /* The seqlock's write side [F]: seq 0 (being written), a release
+     * fence, the fields, then the arming's seq by a release store. relaxed:
+     * the fence orders it before the fields */
+    atomic_store_explicit(&sf->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    /* relaxed, all six: [F] (and published with the error by [C], [P]) */
     atomic_store_explicit(&sf->what, what, memory_order_relaxed);
     atomic_store_explicit(&sf->eno, f->eno, memory_order_relaxed);
     atomic_store_explicit(&sf->tries, f->tries, memory_order_relaxed);
     atomic_store_explicit(&sf->off, f->off, memory_order_relaxed);
     atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
     atomic_store_explicit(&sf->file, f->file, memory_order_relaxed);
+    /* release: [F] */
+    atomic_store_explicit(&sf->seq, SMOE__FAULT_SEQ_VALID | arming, memory_order_release);
 }
 
-void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, int err, uint32_t what,
-                             const smoe__io_fail *why)
+void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, uint32_t arming, int err,
+                             uint32_t what, const smoe__io_fail *why)
 {
-    int none = 0;
-    /* relaxed: published by [C]; the first error wins, and its winner alone
-     * writes the fault record */
-    if (atomic_compare_exchange_strong_explicit(&s->ring.err[v], &none, err,
-                                                memory_order_relaxed, memory_order_relaxed))
-        smoe__slot_note_fault(s, v, what, why);
+    uint64_t none = smoe__err_make(arming, 0);
+    /* release: [E]; relaxed on failure: an error is set already. The
+     * first error of this arming wins (the CAS is from this arming's "no
+     * error"), and its winner alone writes the fault record */
+    if (atomic_compare_exchange_strong_explicit(&s->ring.err[v], &none,
+                                                smoe__err_make(arming, err),
+                                                memory_order_release, memory_order_relaxed))
+        smoe__slot_note_fault(s, v, arming, what, why);
 }
 
 int smoe__slot_chunk_landed(struct smoe_stream *s, uint32_t v)
@@ -307,15 +320,16 @@ int smoe__slot_chunk_landed(struct smoe_stream *s, uint32_t v)
 int smoe__slot_load_error(struct smoe_stream *s, uint32_t v)
 {
     /* relaxed: ordered by [C], the countdown the caller just won */
-    return atomic_load_explicit(&s->ring.err[v], memory_order_relaxed);
+    return smoe__err_code(atomic_load_explicit(&s->ring.err[v], memory_order_relaxed));
 }
 
-void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
+void smoe__slot_publish(struct smoe_stream *s, uint32_t v, uint32_t arming, int err)
 {
     _Atomic uint64_t *word = &s->ring.word[v];
     if (err)
-        /* relaxed: published by [P] */
-        atomic_store_explicit(&s->ring.err[v], err, memory_order_relaxed);
+        /* release: [E] (and published by [P]) */
+        atomic_store_explicit(&s->ring.err[v], smoe__err_make(arming, err),
+                              memory_order_release);
     /* relaxed: the CAS below re-checks */
     uint64_t w = atomic_load_explicit(word, memory_order_relaxed), nw;
     do {
@@ -332,46 +346,77 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err)
 
 /* ---- claimers: claim, park, release ------------------------------------- */
 
-/* Copy slot v's fault record: why its load failed. */
-static void fault_copy(const smoe__ring *r, uint32_t v, smoe__fault *why)
+/* Copy slot v's fault record, if it is arming's and whole: 1; 0 when it
+ * is being written or is another arming's (the seqlock's read side, [F]). */
+static int fault_copy(const smoe__ring *r, uint32_t v, uint32_t arming, smoe__fault *why)
 {
     smoe__slot_fault *sf = &r->fault[v];
-    /* relaxed, all six: [P], through the caller's acquire of FAILED */
+    /* acquire: [F], the release store of seq that ended the writing */
+    uint32_t seq = atomic_load_explicit(&sf->seq, memory_order_acquire);
+    /* relaxed, all six: [F] */
     why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
     why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
     why->io.tries = atomic_load_explicit(&sf->tries, memory_order_relaxed);
     why->io.off = atomic_load_explicit(&sf->off, memory_order_relaxed);
     why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
     why->io.file = atomic_load_explicit(&sf->file, memory_order_relaxed);
+    /* acquire fence: [F] (a field written by a later writer makes the
+     * reload of seq below, and of the word after it, see that writer's
+     * start) */
+    atomic_thread_fence(memory_order_acquire);
+    /* relaxed: ordered by the fence above */
+    return seq == (SMOE__FAULT_SEQ_VALID | arming) &&
+           atomic_load_explicit(&sf->seq, memory_order_relaxed) == seq;
 }
 
-/* The FAILED case of smoe__slot_claim (slot.h): read the error while a pin
- * holds the slot, so that no evictor can re-arm it for another expert
- * meanwhile and the error is this load's; then remove one pin by a CAS
- * from the word the error was read under. */
-int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, smoe__fault *why)
+/* The FAILED case of smoe__slot_claim (slot.h). The error and the fault
+ * record must be the load's that *w published: err carries its arming,
+ * whose gen must be *w's (the slot still holds this expert), the fault
+ * record must be whole and of the same arming, and the slot must still be
+ * *w afterwards: with a pin, the unpinning CAS from *w checks that; without
+ * one, nothing kept an evictor from giving the slot to another expert
+ * meanwhile, so the word is loaded again. Any mismatch: look again. */
+int smoe__slot_claim_failed(struct smoe_stream *s, smoe__ring *r, uint32_t v, uint64_t *w,
+                            int *err, smoe__fault *why)
 {
-    /* relaxed: [P], through the acquire of *w; ordered before the unpinning
-     * CAS below by its release */
-    int e = atomic_load_explicit(&r->err[v], memory_order_relaxed);
-    if (e == 0) {
-        /* a prefetch re-armed the slot for a retry since *w was read
-         * (smoe__slot_arm clears the error): look again rather than report
-         * success without a reference. acquire: [P], [K] */
+    smoe__hook(s, SMOE__HOOK_CLAIM_FAILED, v, *w, 0);
+    /* acquire: [E], the worker's first-error CAS (or publish's store) */
+    const uint64_t e = atomic_load_explicit(&r->err[v], memory_order_acquire);
+    const uint32_t arming = smoe__err_arming(e);
+    if (smoe__err_code(e) == 0 || smoe__arming_gen(arming) != smoe__w_gen(*w)) {
+        /* re-armed for a retry since *w was read (smoe__slot_arm clears the
+         * error), or the slot went to another load: look again rather than
+         * report success without a reference, or another load's error.
+         * acquire: [P], [K] */
         *w = smoe__slot_word(r, v);
         return 0;
     }
+    smoe__hook(s, SMOE__HOOK_CLAIM_ERR, v, *w, (uint64_t)(uint32_t)smoe__err_code(e));
     smoe__fault f;
-    fault_copy(r, v, &f); /* under the same pin as err */
-    /* The error has reached a claimer: it honours one demand prefetch, as a
-     * successful claim does, so failures the caller has asked about do not
-     * hold slots until the same expert is asked for again. acq_rel: [R];
-     * acquire on failure: the moved word is decided on again */
-    if (smoe__w_pins(*w) &&
-        !atomic_compare_exchange_weak_explicit(&r->word[v], w, *w - SMOE__W_PIN_ONE,
-                                               memory_order_acq_rel, memory_order_acquire))
+    if (!fault_copy(r, v, arming, &f)) {
+        *w = smoe__slot_word(r, v); /* acquire: [P], [K] */
         return 0;
-    *err = e;
+    }
+    if (!smoe__w_pins(*w)) {
+        /* acquire: [P], [K]; after fault_copy's acquire fence, so an error
+         * or a field of a later load means this load sees that load's
+         * reservation */
+        const uint64_t now = smoe__slot_word(r, v);
+        if (now != *w) {
+            *w = now;
+            return 0;
+        }
+    } else if (!atomic_compare_exchange_weak_explicit(&r->word[v], w, *w - SMOE__W_PIN_ONE,
+                                                      memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+        /* The error has reached a claimer: it honours one demand prefetch,
+         * as a successful claim does, so failures the caller has asked about
+         * do not hold slots until the same expert is asked for again.
+         * acq_rel: [R]; acquire on failure: the moved word is decided on
+         * again */
+        return 0;
+    }
+    *err = smoe__err_code(e);
     *why = f;
     return 1;
 }

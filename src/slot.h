@@ -121,6 +121,12 @@ static inline uint32_t smoe__cn_attempt(uint64_t c)
     return (uint32_t)(c >> SMOE__CN_ATTEMPT_SHIFT) & ((1u << SMOE__CN_ATTEMPT_BITS) - 1);
 }
 static inline uint32_t smoe__cn_gen(uint64_t c) { return (uint32_t)(c >> SMOE__W_GEN_SHIFT); }
+/* The arming of c: its gen and attempt (31 bits), which tag the load's
+ * error and fault record. */
+static inline uint32_t smoe__cn_arming(uint64_t c)
+{
+    return (uint32_t)(c >> SMOE__CN_ATTEMPT_SHIFT);
+}
 /* The first value of an arming: chunk 0 of (gen, attempt). */
 static inline uint64_t smoe__cn_make(uint32_t gen, uint32_t attempt, int spec_chunk)
 {
@@ -145,6 +151,29 @@ static inline uint64_t smoe__map_make(uint32_t slot, uint32_t gen)
 static inline uint32_t smoe__map_slot(uint64_t m) { return (uint32_t)m - 2; }
 static inline uint32_t smoe__map_gen(uint64_t m) { return (uint32_t)(m >> 32); }
 
+/*
+ * ring.err[v]: the error of slot v's load and the arming it belongs to.
+ *
+ *   bits  0..31  the error (a negative SMOE_E*), 0 while none
+ *   bits 32..62  the arming (smoe__cn_arming): each arming stores its own
+ *                tag with 0, and only a worker of that arming sets the
+ *                error, by a CAS from exactly that value
+ *
+ * A claimer that read a FAILED word checks that the error is of that
+ * word's gen (the same expert: a slot changes expert only with a new gen)
+ * and that the fault record carries the same arming (slot.c).
+ */
+static inline uint64_t smoe__err_make(uint32_t arming, int err)
+{
+    return (uint64_t)arming << 32 | (uint32_t)err;
+}
+static inline int smoe__err_code(uint64_t e) { return (int)(int32_t)(uint32_t)e; }
+static inline uint32_t smoe__err_arming(uint64_t e) { return (uint32_t)(e >> 32); }
+static inline uint32_t smoe__arming_gen(uint32_t arming)
+{
+    return arming >> SMOE__CN_ATTEMPT_BITS;
+}
+
 /* What a FAILED slot's message adds to its error (claim.c). */
 enum {
     SMOE__FAULT_NONE = 0, /* nothing (a checksum mismatch, a shutdown) */
@@ -153,9 +182,14 @@ enum {
 };
 
 /* Why slot v's load failed, next to ring.err[v]: written by the worker
- * that sets the error, read by a claimer that sees FAILED, and ordered as
- * err is (slot.c). */
+ * that sets the error, read by a claimer that sees FAILED. seq tags the
+ * record with its arming (SMOE__FAULT_SEQ_VALID | arming), 0 while it is
+ * being written: a claimer copies the six fields between two reads of seq
+ * and keeps the copy only when both are its error's arming (a seqlock,
+ * slot.c), so that a copy never mixes two failures. */
+#define SMOE__FAULT_SEQ_VALID 0x80000000u
 typedef struct smoe__slot_fault {
+    _Atomic uint32_t seq;   /* SMOE__FAULT_SEQ_VALID | arming, or 0 */
     _Atomic uint32_t what;  /* SMOE__FAULT_* */
     _Atomic int eno;        /* smoe__io_fail's fields */
     _Atomic uint32_t tries;
@@ -180,7 +214,7 @@ typedef struct smoe__ring {
     smoe__region mem;    /* the mapping (platform/region.h) */
     _Atomic uint64_t *word;  /* nslots: the packed slot words */
     _Atomic uint64_t *tick;  /* nslots: last-use tick, for LRU */
-    _Atomic int *err;        /* nslots: error of a FAILED slot (first chunk error) */
+    _Atomic uint64_t *err;   /* nslots: the load's error and arming (smoe__err_make) */
     smoe__slot_fault *fault; /* nslots: why, for the claimer's message */
     /* Chunked reads of the load in progress: */
     _Atomic uint64_t *chunk_next; /* nslots: arming, chunk size, next chunk (above) */
@@ -342,26 +376,27 @@ int smoe__slot_cancel(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t 
  * evicted, published, another load). */
 int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *key);
 /* Take the next chunk of the current arming of slot v's load gen, of a blob
- * of `padded` bytes: 1 with its offset and length, 0 when none is left (or
- * the load is not armed yet). */
+ * of `padded` bytes: 1 with its offset and length and the arming it is of
+ * (smoe__cn_arming), 0 when none is left (or the load is not armed yet). */
 int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint64_t padded,
-                          uint64_t *off, uint64_t *len);
-/* A chunk of slot v's load failed with err: the first error wins, and its
- * fault record (what, why: NULL for none) is written beside it. */
-void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, int err, uint32_t what,
-                             const smoe__io_fail *why);
+                          uint64_t *off, uint64_t *len, uint32_t *arming);
+/* A chunk of slot v's load (arming) failed with err: the first error wins,
+ * and its fault record (what, why: NULL for none) is written beside it. */
+void smoe__slot_chunk_failed(struct smoe_stream *s, uint32_t v, uint32_t arming, int err,
+                             uint32_t what, const smoe__io_fail *why);
 /* A chunk of slot v's load landed (read or failed): 1 for the last one,
  * whose worker then finishes the load (smoe__slot_load_error, publish). */
 int smoe__slot_chunk_landed(struct smoe_stream *s, uint32_t v);
 /* The finished load's error: 0 when every chunk was read. */
 int smoe__slot_load_error(struct smoe_stream *s, uint32_t v);
-/* Record why slot v's load failed where no chunk did (verification). */
-void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t what,
+/* Record why slot v's load (arming) failed where no chunk did
+ * (verification). */
+void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t arming, uint32_t what,
                            const smoe__io_fail *f);
-/* Publish slot v's finished load: READY (err 0) or FAILED(err); returns the
- * speculation budget unit of an unpinned speculative read, gives the slot
- * a fresh tick and wakes its waiters. */
-void smoe__slot_publish(struct smoe_stream *s, uint32_t v, int err);
+/* Publish slot v's finished load (arming): READY (err 0) or FAILED(err);
+ * returns the speculation budget unit of an unpinned speculative read,
+ * gives the slot a fresh tick and wakes its waiters. */
+void smoe__slot_publish(struct smoe_stream *s, uint32_t v, uint32_t arming, int err);
 
 /* What one claim attempt found (smoe__slot_claim). */
 typedef enum smoe__claim_step {
@@ -374,11 +409,13 @@ typedef enum smoe__claim_step {
 
 /* The FAILED case of a claim (slot.c): 1 with *err and *why, a pin
  * removed if any; 0: look again (*w reloaded). */
-int smoe__slot_claim_failed(smoe__ring *r, uint32_t v, uint64_t *w, int *err, smoe__fault *why);
-/* Claim key's blob in slot v (the map's entry: gen). On TAKEN *w is the
- * word before (READY: first claim; CONSUMED: a hit); on LOADING the word to
- * park on. */
-static inline smoe__claim_step smoe__slot_claim(smoe__ring *r, uint32_t v, uint32_t key,
+int smoe__slot_claim_failed(struct smoe_stream *s, smoe__ring *r, uint32_t v, uint64_t *w,
+                            int *err, smoe__fault *why);
+/* Claim key's blob in slot v of s (r: s's ring; the map's entry: gen). On
+ * TAKEN *w is the word before (READY: first claim; CONSUMED: a hit); on
+ * LOADING the word to park on. */
+static inline smoe__claim_step smoe__slot_claim(struct smoe_stream *s, smoe__ring *r,
+                                                uint32_t v, uint32_t key,
                                                 uint32_t gen, uint64_t *w, int *err,
                                                 smoe__fault *why)
 {
@@ -398,7 +435,7 @@ static inline smoe__claim_step smoe__slot_claim(smoe__ring *r, uint32_t v, uint3
         if (st == SMOE__SLOT_FAILED) {
             /* out of line: the rare case keeps cur in a register */
             uint64_t f = cur;
-            int done = smoe__slot_claim_failed(r, v, &f, err, why);
+            int done = smoe__slot_claim_failed(s, r, v, &f, err, why);
             cur = f;
             if (done) {
                 step = SMOE__CLAIM_FAILED;

@@ -25,6 +25,7 @@
  * stale value): no lost wake-up, no mutex, no condition variable.
  */
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,14 +46,35 @@ static void notify_workers(struct smoe_stream *s, int n)
     }
 }
 
+/*
+ * A push into room the caller reserved found the queue full. The
+ * reservation's orders (mpmc.h) rule this out: the room is there, and a
+ * push sees the consumer's freeing of its cell. Should it happen all the
+ * same, a dropped token would leave the load LOADING for ever (its chunk
+ * never taken, chunk_left never 0): so count it (c_push_full), wake the
+ * workers for the tokens already queued, and push again until the cell is
+ * seen free. Never reached in a correct build; a test (f3) forces it.
+ */
+static void push_reserved(struct smoe_stream *s, smoe__mpmc *q, smoe__req rq, uint32_t pushed)
+{
+    SMOE__COUNT(s, c_push_full, 1);
+    notify_workers(s, pushed ? (int)pushed : 1);
+    for (unsigned spins = 0; !smoe__mpmc_push(q, rq); spins++) {
+        if (spins < 64)
+            smoe__cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
 void smoe__workers_enqueue(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n,
                            int demand)
 {
     smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
     const smoe__req rq = {v, gen};
-    /* Cannot fail: the caller reserved room for n (mpmc.h, "Reservations") */
     for (uint32_t i = 0; i < n; i++)
-        smoe__mpmc_push(q, rq);
+        if (!smoe__mpmc_push(q, rq))
+            push_reserved(s, q, rq, i);
     notify_workers(s, (int)n);
 }
 
@@ -73,7 +95,7 @@ static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded
 
 /* The last chunk landed: verify, record the latency, publish. */
 static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, uint32_t key,
-                      const smoe__vault_entry *e)
+                      uint32_t arming, const smoe__vault_entry *e)
 {
     int err = smoe__slot_load_error(s, v);
     if (err == 0 && s->verify) {
@@ -81,13 +103,13 @@ static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v,
         uint64_t dirt;
         if (smoe__extent_hash(s, wk, key, data) != e->hash) {
             err = SMOE_ECHECKSUM;
-            smoe__slot_note_fault(s, v, SMOE__FAULT_NONE, NULL);
+            smoe__slot_note_fault(s, v, arming, SMOE__FAULT_NONE, NULL);
         } else if (!s->src.n && (dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
             /* The format promises zero padding (`smoe verify` checks it
              * too): bytes there mean the blob is not what was written. */
             err = SMOE_ECHECKSUM;
             const smoe__io_fail at = {e->offset + dirt, 0, 0, 0, 0};
-            smoe__slot_note_fault(s, v, SMOE__FAULT_PADDING, &at);
+            smoe__slot_note_fault(s, v, arming, SMOE__FAULT_PADDING, &at);
         }
     }
     SMOE__COUNT(s, c_reads_done, 1);
@@ -98,7 +120,7 @@ static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v,
     uint64_t w = smoe__slot_peek(&s->ring, v); /* the flags only classify the latency */
     smoe__lat_add((w & SMOE__W_SPEC) && smoe__w_pins(w) == 0 ? &s->lat_spec : &s->lat_demand,
                   smoe__now_ns() - t0);
-    smoe__slot_publish(s, v, err);
+    smoe__slot_publish(s, v, arming, err);
 }
 
 /* A token of slot rq.slot's load: take a chunk of it, read it, count it
@@ -108,10 +130,15 @@ static void run_request(smoe__worker *wk, smoe__req rq)
     struct smoe_stream *s = wk->s;
     uint32_t key;
     uint64_t off, len;
+    uint32_t arming;
     if (!smoe__slot_start(s, rq.slot, rq.gen, &key))
         return; /* cancelled, evicted, done, or stale */
+    /* key is the word's at smoe__slot_start, before the chunk CAS: a worker
+     * stalled across 2^20 loads of this slot (the gen wraps) could meet
+     * another key's arming with an identical chunk_next and read with this
+     * entry's offsets. Negligible, and noted rather than paid for. */
     const smoe__vault_entry *e = &s->vault.index[key];
-    if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, e->padded, &off, &len))
+    if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, e->padded, &off, &len, &arming))
         return; /* not armed yet, or every chunk of this arming is taken */
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
@@ -121,13 +148,13 @@ static void run_request(smoe__worker *wk, smoe__req rq)
     int err = smoe__extent_read(s, wk, rq.slot, key, off, len, &got, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err)
-        smoe__slot_chunk_failed(s, rq.slot, err,
+        smoe__slot_chunk_failed(s, rq.slot, arming, err,
                                 err == SMOE_ESHUTDOWN ? SMOE__FAULT_NONE : SMOE__FAULT_READ,
                                 &why);
     else
         SMOE__COUNT(s, c_bytes_read, got);
     if (smoe__slot_chunk_landed(s, rq.slot))
-        load_done(s, wk, rq.slot, key, e);
+        load_done(s, wk, rq.slot, key, arming, e);
 }
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)

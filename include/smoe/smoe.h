@@ -354,8 +354,13 @@ typedef enum smoe_prefetch_flag {
 } smoe_prefetch_flag;
 
 /*
- * Ask for an expert. Never blocks (it never waits for a worker, for room
- * in a queue or for another thread), never reads.
+ * Ask for an expert. Never reads, and never waits for a worker, a read or
+ * room in a queue. It can wait for another thread in one case only: while
+ * another thread's prefetch of the same expert is choosing that expert's
+ * slot (one scan of the slot words: no I/O, no lock), a prefetch of the
+ * expert spins, then yields, until the choice is made and then joins that
+ * read (SMOE_INFLIGHT). The wait is as long as that thread takes to be
+ * scheduled again (under SCHED_FIFO on one core, until it runs).
  * @return SMOE_QUEUED: a read was queued (a slot was reserved, evicting the
  *           least recently used idle slot if no slot was empty);
  *         SMOE_RESIDENT: already READY or retained; its LRU tick is
@@ -375,7 +380,13 @@ typedef enum smoe_prefetch_flag {
  * of it (smoe_claim, smoe_claim_wait) that takes a reference or reports its
  * failed read removes one pin, if it has any. An expert with pins is never
  * evicted: every demand prefetch is honoured by one claim, also when
- * several threads prefetch the same expert. A prefetch that is never
+ * several threads prefetch the same expert. Pins are counted, not owned: a
+ * claim removes one whoever made the prefetch. So a thread that claims an
+ * expert other threads prefetch too must demand-prefetch it itself first
+ * (smoe_claim_wait included, which prefetches on its own only when the
+ * expert is neither resident nor in flight at demand priority); otherwise
+ * its claim honours another thread's prefetch, whose claim may then find
+ * the expert evicted (SMOE_ENOTRESIDENT). A prefetch that is never
  * claimed keeps its expert pinned (a ring full of such experts returns
  * SMOE_EFULL).
  * Thread safety: any number of threads at once; lock-free; no allocation.
@@ -420,12 +431,17 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* si
 /*
  * Non-blocking claim (never issues I/O). A claim that takes a reference, or
  * reports a failed read, honours one demand prefetch of the expert: it
- * removes one pin, if the expert has any (see smoe_prefetch).
+ * removes one pin, if the expert has any (see smoe_prefetch). *blob must
+ * not hold a reference: a descriptor that a claim on this stream filled
+ * and that is not released yet is refused (SMOE_EINVAL) and keeps its
+ * reference (overwriting it would leak the reference, and smoe_close
+ * would return SMOE_EBUSY for ever).
  * @return SMOE_READY or SMOE_HIT: exactly one reference taken, *blob filled;
  *         SMOE_EAGAIN: still loading; SMOE_ENOTRESIDENT: nobody prefetched
  *         it (or it was evicted); SMOE_EIO, SMOE_ECHECKSUM, SMOE_ETRUNC: its
  *         read failed, and stays failed until the next prefetch of the
- *         expert retries it; SMOE_ENOENT; SMOE_ESHUTDOWN; SMOE_EREFS.
+ *         expert retries it; SMOE_ENOENT; SMOE_ESHUTDOWN; SMOE_EREFS;
+ *         SMOE_EINVAL: *blob still holds a reference (above).
  *         No reference is taken on any negative return. After a failed
  *         read, smoe_last_error() says why: the errno's name and text, the
  *         file offset and length of the failed read and whether its

@@ -167,6 +167,10 @@ check "cfg15" pass safety "-DCFG=15"
 check "cfg15" pass np "-DCFG=15"
 check "cfg16" pass safety "-DCFG=16" -O0
 check "cfg16" pass np "-DCFG=16" -O0
+# F1: a claim of a FAILED expert that has no pin, while another expert
+# takes the slot and fails (cfg17).
+check "cfg17" pass safety "-DCFG=17" -O0
+check "cfg17" pass np "-DCFG=17" -O0
 # Known-bad variants (must be rejected):
 check "bad-two-step-claim" fail safety "-DCFG=4 -DBAD_TWO_STEP_CLAIM" -O0
 check "bad-fail-recycle" fail np "-DCFG=1 -DBAD_FAIL_RECYCLE" -O0
@@ -180,6 +184,7 @@ check "unpin-before-err" fail np "-DCFG=9 -DUNPIN_BEFORE_ERR" -O0
 check "old-chunk-rearm" fail safety "-DCFG=15 -DOLD_CHUNK_REARM" -O0
 check "old-demand-bit" fail safety "-DCFG=14 -DOLD_DEMAND_BIT"
 check "old-queue-wait" fail safety "-DCFG=16 -DOLD_QUEUE_WAIT" -O0
+check "old-failed-unpinned" fail safety "-DCFG=17 -DOLD_FAILED_UNPINNED" -O0
 
 if [ $extended = 1 ]; then
     # Larger configurations (must verify), and an earlier behaviour that

@@ -58,8 +58,10 @@
  * pre-warm (SMOE__W_PREWARM, smoe__evict_pick_prewarm), the claim_wait
  * timeout, SMOE_EREFS (pins stop at 3: asserted never reached), queue room
  * outside the ROOM configuration (their queues never fill: asserted),
- * which error code a failed read reports (err is 0 or "an error"), and
- * memory orders (spin explores sequentially consistent interleavings).
+ * which error code a failed read reports (err is 0 or the key and gen of
+ * the load that failed), the fault record (its seqlock keeps a copy of
+ * one failure: tests/test_review_protocol.c f5), and memory orders (spin
+ * explores sequentially consistent interleavings).
  * Busy-waits that only re-read until something changes (PENDING) are
  * waits for the change.
  *
@@ -133,6 +135,12 @@
  *                         speculative read's tokens are pushed into a
  *                         queue that a cancelled read's tokens fill (the C
  *                         code waited there for a worker; assertion).
+ *   OLD_FAILED_UNPINNED   (F1) a claim that saw a FAILED word without pins
+ *                         reports the error it then reads, without checking
+ *                         its gen or loading the word again: another
+ *                         expert's load takes the slot in between and
+ *                         fails, and the claim reports that error as its
+ *                         own expert's (assertion).
  */
 
 #ifndef CFG
@@ -275,6 +283,14 @@
 #define QCAP 2
 #define SROOM 2
 #define DROOM 1
+#elif CFG == 17
+/* one slot, two experts: claim_wait(A) and claim(A), claim_wait(B): A's
+ * failed read reported and unpinned, a claim of A between its load of the
+ * word and of the error while B takes the slot and fails (F1) */
+#define NSLOTS 1
+#define NKEYS 2
+#define NWORKERS 1
+#define NHOSTS 3
 #endif
 
 /*
@@ -396,6 +412,19 @@
 #define NCH_OF(f)   ((f) -> NCH_S : NCH_D)
 #define CH_OF(f)    ((f) -> CH_S : CH_D)
 
+/* ---- ring.err (src/slot.h): an error and the load that set it. The C
+ * word carries the arming (gen, attempt); the model names the load by its
+ * key and gen, so that a claim can be checked to report its own
+ * expert's error. ---- */
+#define ERRV(k, g)  ((((g) << 4) | (k)) + 1)
+#define ERRKEY(e)   (((e) - 1) & 15)
+#define ERRGEN(e)   (((e) - 1) >> 4)
+#ifdef OLD_FAILED_UNPINNED
+#define ERR_OF_GEN(e, w) true
+#else
+#define ERR_OF_GEN(e, w) (ERRGEN(e) == GEN(w))
+#endif
+
 /* ---- the slots' bytes ---- */
 #define TORN (-1)
 #define DATA(k, g) (((g) << 4) | (k))
@@ -439,7 +468,7 @@
 /* ---- shared state ---- */
 int word[NSLOTS];          /* ring.word */
 int map[NKEYS];            /* s->map */
-bit err[NSLOTS];           /* ring.err: 0, or a chunk's error */
+short err[NSLOTS];         /* ring.err: 0, or the error of a load, ERRV(key, gen) */
 short cnext[NSLOTS];       /* ring.chunk_next (CN_MAKE) */
 #ifdef OLD_CHUNK_REARM
 byte csize[NSLOTS];        /* ring.chunk_size of the earlier protocol: units per chunk */
@@ -600,6 +629,7 @@ inline wake_slot(V)
 #define CO_INC     49   /* (BAD_TWO_STEP_CLAIM) the separate increment */
 #define CO_ERR     51   /* smoe__slot_claim, claim_failed: load err */
 #define CO_UNPIN   54   /* smoe__slot_claim, claim_failed: CAS a pin off */
+#define CO_RECHK   55   /* smoe__slot_claim, claim_failed: load the word again (no pin) */
 #define CW_STOPCLR 52   /* smoe__slot_park saw stop: clear WAITERS */
 #define CW_STOPWAKE 53  /* ... and wake the slot */
 #define RL_REL     50   /* the caller reads the blob, smoe_release */
@@ -620,6 +650,15 @@ inline pf_clear()
     pme = 0; pv = 0; pg = 0; pw = 0; pnw = 0; ew = 0;
     ei = 0; eclass = 0; ebest = 0; ebw = 0; efailed = 0; qdem = 0; qv = 0; qg = 0; qn = 0;
     pr = P_NONE
+}
+
+/* A claim reports the failed read's error ce: it must be the claimed
+ * expert's, of the load the claim found in the map (the same gen). */
+inline report_failed()
+{
+    assert(ERRKEY(ce) == k && ERRGEN(ce) == cg);
+    cr = C_EFAILED;
+    co_return()
 }
 
 /* A claim returned cr: release path or done. A claim that reports success
@@ -812,6 +851,7 @@ proctype host(byte id; int ops; int keys; byte nops)
 #endif
     byte cret, cr, cv, cg, cws;
     int cme, cw, cww;
+    short ce;                               /* the error a FAILED claim read */
 
     do
     /* ---- the next call ---- */
@@ -1248,37 +1288,47 @@ progress_call:                              /* a call returned */
         fi
        }
     :: d_step {
-        /* smoe__slot_claim, FAILED (word cw): claim_failed loads err. 0: a prefetch has
-         * re-armed the slot for a retry since the word was read: look
-         * again (acquire load of the word, the loop above). Else the
-         * error is reported; one pin of a demand read ends first, by a
-         * CAS from cw: while pinned no evictor can take the slot, so the
-         * error read is this load's. */
+        /* smoe__slot_claim, FAILED (word cw): claim_failed loads err (ce).
+         * 0: a prefetch has re-armed the slot for a retry since the word
+         * was read; of another gen: the slot went to another load: look
+         * again (acquire load of the word, the loop above). Else the error
+         * is reported: a demand read's pin ends first, by a CAS from cw
+         * (while pinned no evictor can take the slot, so the error read is
+         * this load's); without a pin the word is loaded again and must
+         * still be cw. OLD_FAILED_UNPINNED: the earlier code, which
+         * reported the error of an unpinned word at once, and did not
+         * check its gen. */
         pc == CO_ERR ->
+        ce = err[cv];
         if
-        :: !err[cv] ->
+        :: !ce ->
 #ifdef FAILED_ERR_ONCE
             cr = C_OK; co_return()          /* old: returns 0, SMOE_READY */
 #else
             pc = CO_WORD
 #endif
-        :: err[cv] && PINS(cw) != 0 ->
+#ifndef OLD_FAILED_UNPINNED
+        :: ce && ERRGEN(ce) != GEN(cw) -> pc = CO_WORD
+        :: ce && ERRGEN(ce) == GEN(cw) && PINS(cw) == 0 -> pc = CO_RECHK
+#else
+        :: ce && PINS(cw) == 0 -> pay_claim(k); report_failed()
+#endif
+        :: ce && PINS(cw) != 0 && ERR_OF_GEN(ce, cw) ->
 #if defined(UNPIN_BEFORE_ERR)
-            cr = C_EFAILED; co_return()     /* unpinned already */
+            report_failed()                 /* unpinned already */
 #elif defined(PIN_FAILED)
             if                              /* old: the pin stays */
             :: word[cv] == cw -> frep[cv] = PINS(cw) == 1
             :: else -> skip
             fi;
             pay_claim(k);
-            cr = C_EFAILED; co_return()
+            report_failed()
 #else
             pc = CO_UNPIN
 #endif
-        :: err[cv] && PINS(cw) == 0 -> pay_claim(k); cr = C_EFAILED; co_return()
         fi;
         if
-        :: pc != CO_UNPIN -> cw = 0
+        :: pc != CO_UNPIN && pc != CO_RECHK -> cw = 0; ce = 0
         :: else -> skip
         fi
        }
@@ -1293,11 +1343,23 @@ progress_call:                              /* a call returned */
             pay_claim(k);
             frep[cv] = PINS(word[cv]) == 0;
             check_slots();
-            cr = C_EFAILED;
-            co_return()
+            report_failed()
         :: else -> pc = CO_WORD
         fi;
-        cw = 0
+        cw = 0;
+        ce = 0
+       }
+    :: d_step {
+        /* smoe__slot_claim, FAILED without a pin: acquire load of the word
+         * after the error (and the fault record): unchanged, the error is
+         * this load's; moved: look again. */
+        pc == CO_RECHK ->
+        if
+        :: word[cv] == cw -> pay_claim(k); report_failed()
+        :: else -> pc = CO_WORD
+        fi;
+        cw = 0;
+        ce = 0
        }
 #ifdef BAD_TWO_STEP_CLAIM
     :: d_step {                             /* known bad: the reference, unconditionally */
@@ -1643,13 +1705,14 @@ inline read_chunk(FAIL)
     od;
     ci = 0;
     if
-    :: FAIL -> err[wv] = 1
+    :: FAIL && !err[wv] -> err[wv] = ERRV(wk, wg)   /* the first error wins (CAS) */
+    :: FAIL && err[wv] -> skip
     :: else -> skip
     fi;
     assert(cleft[wv] > 0);
     cleft[wv]--;
     if
-    :: cleft[wv] == 0 -> wfail = err[wv]; pc = W_PUB
+    :: cleft[wv] == 0 -> wfail = (err[wv] != 0); pc = W_PUB
     :: else -> w_clear()
     fi
 }
@@ -1968,6 +2031,10 @@ init
 #elif CFG == 16
         run host(0, OP_SPEC | (OP_CANCEL << 8) | (OP_SPEC << 16), 1 | (1 << 4) | (1 << 8), 3);
         run host(1, OP_WAIT, 1, 1);                                   /* claim_wait(A) */
+#elif CFG == 17
+        run host(0, OP_WAIT, 1, 1);                                   /* claim_wait(A) */
+        run host(1, OP_CLAIM, 1, 1);                                  /* claim(A) */
+        run host(2, OP_WAIT, 2, 1);                                   /* claim_wait(B) */
 #endif
         run shutdown()
     }

@@ -1,0 +1,506 @@
+/*
+ * Description: defects of the slot protocol and the request queues found
+ * after issue 14, each made deterministic and checked through the API:
+ *
+ *  f1  a claim of a FAILED expert that holds no pin must not report the
+ *      error of another expert whose load took the slot while the claim
+ *      was between its load of the word and its read of the error.
+ *  f2  pins are counted, not owned: a thread that prefetches before its
+ *      claim_wait keeps another thread's prefetched expert pinned; one that
+ *      does not honours the other's prefetch (what smoe.h documents).
+ *  f3  a push into room that was reserved is never dropped: with the
+ *      queue's cells full behind the reservation counter's back (injected
+ *      tokens), the load's tokens still reach a worker and the miss is
+ *      counted, instead of the load staying LOADING for ever.
+ *  f4  what smoe_prefetch promises about waiting: it never waits for a
+ *      worker, a read or queue room; it waits only while another thread's
+ *      prefetch of the same expert picks that expert's slot.
+ *  f5  a claim that reads a FAILED slot's error while the slot fails again
+ *      under the same word (a retry of the same expert) reports the error
+ *      and the fault record of one failure, never a mix of two.
+ *  f6  the queue's positions across size_t wrap-around and across 2^63 (no
+ *      signed overflow: UBSan in CI stage 2), and a claim into a descriptor
+ *      that still holds a reference is refused (SMOE_EINVAL).
+ *
+ * The races use the library's test seam (smoe__hook, src/internal.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fault_io.h"
+#include "internal.h"
+#include "smoe/smoe.h"
+#include "testutil.h"
+
+/* A bound on hanging, not a speed claim (scaled under sanitizers). */
+static uint64_t bound_ns(void) { return (uint64_t)(10.0 * tu_time_mult() * 1e9); }
+
+static void wait_flag(_Atomic int *flag, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    while (!atomic_load(flag)) {
+        if (tu_now_ns() - t0 > bound_ns())
+            fail_msg("timed out waiting for %s", what);
+        usleep(200);
+    }
+}
+
+static smoe_stream *open_with(const tu_fx *f, smoe_open_opts *o)
+{
+    o->flags |= SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    if (!o->eviction)
+        o->eviction = SMOE_EVICT_LRU;
+    smoe_stream *s = NULL;
+    int r = smoe_open(f->path, o, &s);
+    if (r != 0)
+        fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
+    return s;
+}
+
+/* Wait until slot v holds key in state st. */
+static void wait_state(smoe_stream *s, uint32_t v, uint32_t key, unsigned st, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    for (;;) {
+        uint64_t w = atomic_load(&s->ring.word[v]);
+        if (smoe__w_key(w) == key && smoe__w_state(w) == st)
+            return;
+        if (tu_now_ns() - t0 > bound_ns())
+            fail_msg("%s never happened", what);
+        usleep(200);
+    }
+}
+
+/* A pause at one hook point, once: the first thread to reach `point`
+ * sets paused and waits for release. */
+static struct {
+    _Atomic unsigned point;
+    _Atomic int arm, paused, release;
+} pause1;
+
+static void pause_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                       uint64_t b)
+{
+    (void)s; (void)slot; (void)a; (void)b;
+    int one = 1;
+    if (point == atomic_load(&pause1.point) &&
+        atomic_compare_exchange_strong(&pause1.arm, &one, 0)) {
+        atomic_store(&pause1.paused, 1);
+        while (!atomic_load(&pause1.release))
+            usleep(200);
+    }
+}
+
+static void pause_at(smoe_stream *s, unsigned point)
+{
+    atomic_store(&pause1.point, point);
+    atomic_store(&pause1.paused, 0);
+    atomic_store(&pause1.release, 0);
+    atomic_store(&pause1.arm, 1);
+    atomic_store(&s->hook, pause_hook);
+}
+
+struct claimer { smoe_stream *s; uint32_t expert; int r; char msg[512]; };
+
+static void *claimer_main(void *p)
+{
+    struct claimer *c = p;
+    smoe_blob b;
+    c->r = smoe_claim(c->s, 0, c->expert, &b);
+    snprintf(c->msg, sizeof c->msg, "%s", c->r < 0 ? smoe_last_error() : "");
+    if (c->r >= 0)
+        smoe_release(c->s, &b);
+    return NULL;
+}
+
+/* ---- f1 ---------------------------------------------------------------- */
+
+/*
+ * 1 slot. K1 = (0, 0) fails with EIO; its one pin is ended by the claim that
+ * reports it: FAILED, no pins. Claimer C reads that word and pauses before
+ * it reads err. A demand prefetch of K2 = (0, 1) takes the FAILED slot
+ * (victim class 0) and its read fails with ENXIO. C resumes: it must not
+ * report K2's error (ENXIO at K2's offset) as K1's; K1 is gone.
+ */
+static void f1_claim_reports_only_its_experts_error(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 31);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 1;
+    smoe_stream *s = open_with(f, &o);
+    smoe_blob b;
+    fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_EIO);
+
+    pause_at(s, SMOE__HOOK_CLAIM_FAILED);
+    struct claimer c = {s, 0, 0, ""};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, claimer_main, &c), 0);
+    wait_flag(&pause1.paused, "the claimer at FAILED");
+    fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, ENXIO, 0);
+    assert_int_equal(smoe_prefetch(s, 0, 1, 0), SMOE_QUEUED); /* takes K1's FAILED slot */
+    wait_state(s, 0, 1, SMOE__SLOT_FAILED, "K2's failure");
+    atomic_store(&pause1.release, 1);
+    pthread_join(t, NULL);
+    atomic_store(&s->hook, NULL);
+    print_message("f1: K1's claim after K2 took its slot and failed: %s: %s\n",
+                  smoe_err_name(c.r), c.msg);
+    int wrong = strstr(c.msg, "ENXIO") != NULL;
+    assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_EIO); /* K2's own claim */
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    tu_fx_free(f);
+    if (wrong)
+        fail_msg("K1's claim reported K2's read error (ENXIO at K2's offset)");
+    assert_int_equal(c.r, SMOE_ENOTRESIDENT);
+}
+
+/* ---- f2 ---------------------------------------------------------------- */
+
+static void claim_release(smoe_stream *s, uint32_t e)
+{
+    smoe_blob x;
+    int r = smoe_claim_wait(s, 0, e, bound_ns(), &x);
+    if (r < 0)
+        fail_msg("claim_wait %u: %s", e, smoe_err_name(r));
+    assert_int_equal(smoe_release(s, &x), 0);
+}
+
+/*
+ * Pins are counted, not owned (smoe.h): a claim honours one demand
+ * prefetch of the expert, whoever made it. Thread A demand-prefetches K and
+ * has not claimed it yet; thread B takes K with smoe_claim_wait and
+ * releases; two more experts go through the 2-slot ring; then A claims.
+ *  with_prefetch: B demand-prefetched K before its claim_wait, as the header
+ *    asks of every thread that claims a shared expert: B's claim honours
+ *    B's prefetch, and A's claim finds K.
+ *  without: B made no prefetch: its claim honours A's (the one pin K has),
+ *    K is evicted by the churn, and A's claim returns SMOE_ENOTRESIDENT, as
+ *    the header says.
+ * Either way no pin is left behind: the ring turns over afterwards.
+ */
+static int f2_round(int b_prefetches)
+{
+    tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 32);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 2;
+    smoe_stream *s = open_with(f, &o);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED); /* A */
+    wait_state(s, smoe__map_slot(atomic_load(&s->map[0])), 0, SMOE__SLOT_READY, "K's read");
+    if (b_prefetches)
+        assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_RESIDENT); /* B */
+    claim_release(s, 0); /* B */
+    for (int i = 0; i < 2; i++) {
+        claim_release(s, 1);
+        claim_release(s, 2);
+    }
+    smoe_blob b;
+    int r = smoe_claim(s, 0, 0, &b); /* A */
+    print_message("f2: A prefetched K, B %s claim_wait'ed K and released, churn: A's claim: "
+                  "%s\n", b_prefetches ? "prefetched and" : "(no prefetch)",
+                  r >= 0 ? "ok" : smoe_err_name(r));
+    if (r >= 0)
+        assert_int_equal(smoe_release(s, &b), 0);
+    claim_release(s, 1);
+    claim_release(s, 2);
+    claim_release(s, 0);
+    claim_release(s, 1);
+    assert_int_equal(smoe_close(s), 0);
+    tu_fx_free(f);
+    return r;
+}
+
+static void f2_pins_counted_not_owned(void **state)
+{
+    (void)state;
+    assert_true(f2_round(1) >= 0);
+    assert_int_equal(f2_round(0), SMOE_ENOTRESIDENT);
+}
+
+/* ---- f3 ---------------------------------------------------------------- */
+
+struct pf { smoe_stream *s; uint32_t expert; _Atomic int done; int r; };
+
+static void *prefetch_main(void *p)
+{
+    struct pf *a = p;
+    a->r = smoe_prefetch(a->s, 0, a->expert, 0);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/*
+ * The only worker is held in a read of K1. The demand queue's free cells
+ * are then filled with stale tokens pushed without a reservation, so that
+ * the reservation counter says there is room where the cells have none:
+ * what a push sees when a consumer's freeing of a cell is not yet visible
+ * to it (F3). A demand prefetch of K2 reserves, and its pushes find the
+ * queue full. Its tokens must not be dropped: once the worker runs again,
+ * K2 must be read (the push is retried, and counted).
+ */
+static void f3_failed_push_not_dropped(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 33);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 2;
+    smoe_stream *s = open_with(f, &o);
+    atomic_store(&fio.hold, 1);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
+    tu_wait_holding(&fio.holding);
+    unsigned injected = 0;
+    while (smoe__mpmc_push(&s->demand_q, (smoe__req){0, 0xfffffu}))
+        injected++; /* stale tokens: gen matches no load */
+    struct pf a = {s, 1, 0, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, prefetch_main, &a), 0);
+    usleep(50000);
+    int returned_while_full = atomic_load(&a.done);
+    atomic_store(&fio.hold, 0);
+    pthread_join(t, NULL);
+    assert_int_equal(a.r, SMOE_QUEUED);
+    smoe_blob b;
+    int r = smoe_claim_wait(s, 0, 1, (uint64_t)(2.0 * tu_time_mult() * 1e9), &b);
+    uint64_t w = atomic_load(&s->ring.word[smoe__map_slot(atomic_load(&s->map[1]))]);
+    print_message("f3: %u stale tokens filled the demand queue; K2's prefetch %s while it was "
+                  "full; K2's claim_wait: %s (slot state %u)\n", injected,
+                  returned_while_full ? "returned" : "did not return", smoe_err_name(r),
+                  (unsigned)smoe__w_state(w));
+    if (r >= 0)
+        assert_int_equal(smoe_release(s, &b), 0);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_READY);
+    assert_int_equal(smoe_release(s, &b), 0);
+    const uint64_t counted = atomic_load(&s->c_push_full);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    tu_fx_free(f);
+    if (r < 0)
+        fail_msg("K2's tokens were dropped: its load stays LOADING (claim_wait %s)",
+                 smoe_err_name(r));
+    assert_true(counted > 0);
+}
+
+/* ---- f4 ---------------------------------------------------------------- */
+
+/*
+ * What smoe_prefetch promises (smoe.h): with the only worker held in a
+ * read, every prefetch returns at once (no wait for a worker, a read or
+ * queue room); a prefetch of an expert whose slot another thread's
+ * prefetch is picking (PENDING) returns once that thread has picked it,
+ * with SMOE_INFLIGHT; a prefetch of another expert meanwhile returns.
+ */
+static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 34);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 3;
+    smoe_stream *s = open_with(f, &o);
+    atomic_store(&fio.hold, 1);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
+    tu_wait_holding(&fio.holding);
+    /* The worker is held: none of these waits for it. */
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_INFLIGHT);
+    assert_int_equal(smoe_prefetch(s, 0, 0, SMOE_PREFETCH_SPECULATIVE), SMOE_INFLIGHT);
+    /* A thread picking K1's slot, paused there; another's prefetch of K1
+     * waits for the pick, one of K2 does not. */
+    pause_at(s, SMOE__HOOK_SLOT_PICK);
+    struct pf holder = {s, 1, 0, 0}, joiner = {s, 1, 0, 0};
+    pthread_t th, tj;
+    assert_int_equal(pthread_create(&th, NULL, prefetch_main, &holder), 0);
+    wait_flag(&pause1.paused, "the holder picking a slot");
+    assert_int_equal(pthread_create(&tj, NULL, prefetch_main, &joiner), 0);
+    usleep(20000);
+    int joiner_early = atomic_load(&joiner.done);
+    int other = smoe_prefetch(s, 0, 2, 0);
+    atomic_store(&pause1.release, 1);
+    pthread_join(th, NULL);
+    pthread_join(tj, NULL);
+    atomic_store(&s->hook, NULL);
+    print_message("f4: joiner of a PENDING entry returned %s the pick: %d (SMOE_INFLIGHT "
+                  "%d)\n", joiner_early ? "before" : "after", joiner.r, SMOE_INFLIGHT);
+    assert_false(joiner_early);
+    assert_int_equal(other, SMOE_QUEUED);
+    assert_int_equal(holder.r, SMOE_QUEUED);
+    assert_int_equal(joiner.r, SMOE_INFLIGHT);
+    atomic_store(&fio.hold, 0);
+    smoe_blob b;
+    for (uint32_t e = 0; e < 3; e++) /* K0: 2 demand prefetches; K1: 2; K2: 1 */
+        for (int i = 0; i < (e < 2 ? 2 : 1); i++) {
+            assert_int_equal(smoe_claim_wait(s, 0, e, bound_ns(), &b) >= 0, 1);
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    tu_fx_free(f);
+}
+
+/* ---- f5 ---------------------------------------------------------------- */
+
+/*
+ * One expert K, verification on. Its first read lands corrupt bytes:
+ * ECHECKSUM, no fault record beyond the code (pins 1). Claimer C reads the
+ * error (ECHECKSUM) and pauses before it copies the fault record. Another
+ * claim reports ECHECKSUM (pins 0), the bytes are repaired, a demand
+ * prefetch retries (pins 1) and that read fails with ENXIO: FAILED, pins
+ * 1, the same gen: the very word C read. C resumes: it must report one
+ * failure, ECHECKSUM without a read's errno or EIO with ENXIO, not the
+ * first failure's code with the second's fault record.
+ */
+static void f5_error_and_fault_of_one_failure(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 1, 20000, 20000, 35);
+    struct fault_io fio;
+    fault_io_install(&fio);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 1;
+    o.verify = SMOE_VERIFY_ON;
+    smoe_stream *s = open_with(f, &o);
+    const uint64_t at = s->vault.index[0].offset + 100; /* read buffered: seen at once */
+    tu_flip_byte(f->path, at);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
+    wait_state(s, 0, 0, SMOE__SLOT_FAILED, "K's checksum failure");
+    pause_at(s, SMOE__HOOK_CLAIM_ERR);
+    struct claimer c = {s, 0, 0, ""};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, claimer_main, &c), 0);
+    wait_flag(&pause1.paused, "the claimer after reading the error");
+    const uint64_t w0 = atomic_load(&s->ring.word[0]);
+    smoe_blob b;
+    assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_ECHECKSUM); /* pins 0 */
+    tu_flip_byte(f->path, at);
+    fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, ENXIO, 0);
+    assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED); /* retry, pins 1 */
+    uint64_t t0 = tu_now_ns();
+    while (atomic_load(&s->ring.word[0]) != w0) {
+        if (tu_now_ns() - t0 > bound_ns())
+            fail_msg("the retry never failed back to the same word");
+        usleep(200);
+    }
+    atomic_store(&pause1.release, 1);
+    pthread_join(t, NULL);
+    atomic_store(&s->hook, NULL);
+    print_message("f5: C read ECHECKSUM, the slot failed again (EIO, ENXIO) under the same "
+                  "word: C's claim: %s: %s\n", smoe_err_name(c.r), c.msg);
+    int enxio = strstr(c.msg, "ENXIO") != NULL;
+    int mixed = (c.r == SMOE_ECHECKSUM && enxio) || (c.r == SMOE_EIO && !enxio);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    tu_fx_free(f);
+    if (mixed)
+        fail_msg("the claim mixed two failures: %s with \"%s\"", smoe_err_name(c.r), c.msg);
+    assert_true(c.r == SMOE_ECHECKSUM || c.r == SMOE_EIO);
+}
+
+/* ---- f6 ---------------------------------------------------------------- */
+
+static void set_positions(smoe__mpmc *q, size_t base)
+{
+    atomic_store(&q->enq_pos, base);
+    atomic_store(&q->deq_pos, base);
+    for (size_t p = base, i = 0; i <= q->mask; i++, p++)
+        atomic_store(&q->cells[p & q->mask].seq, p);
+}
+
+static void wrap_at(size_t base)
+{
+    smoe__mpmc q;
+    assert_int_equal(smoe__mpmc_init(&q, 4), 0);
+    set_positions(&q, base);
+    uint32_t next_in = 0, next_out = 0;
+    for (int round = 0; round < 40; round++) {
+        unsigned k = 1 + (unsigned)round % 4;
+        for (unsigned i = 0; i < k; i++, next_in++)
+            assert_int_equal(smoe__mpmc_push(&q, (smoe__req){next_in, next_in}), 1);
+        if (k == 4)
+            assert_int_equal(smoe__mpmc_push(&q, (smoe__req){0, 0}), 0); /* exactly full */
+        for (unsigned i = 0; i < k; i++, next_out++) {
+            smoe__req r;
+            assert_int_equal(smoe__mpmc_pop(&q, &r), 1);
+            assert_int_equal(r.slot, next_out);
+        }
+        smoe__req r;
+        assert_int_equal(smoe__mpmc_pop(&q, &r), 0);
+    }
+    smoe__mpmc_free(&q);
+}
+
+static void f6_mpmc_positions_wrap(void **state)
+{
+    (void)state;
+    wrap_at(SIZE_MAX - 5);
+    wrap_at((SIZE_MAX >> 1) - 5); /* across 2^63: the signed difference */
+}
+
+/* A claim into a descriptor that still holds a reference is refused, and
+ * the reference it holds stays releasable. */
+static void f6_claim_into_held_descriptor(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 36);
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = 1;
+    o.ring_slots = 2;
+    smoe_stream *s = open_with(f, &o);
+    smoe_blob b, c;
+    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_READY);
+    assert_int_equal(smoe_claim_wait(s, 0, 1, bound_ns(), &c), SMOE_READY);
+    assert_int_equal(smoe_release(s, &c), 0);
+    int r1 = smoe_claim(s, 0, 1, &b);
+    print_message("f6: claim into a held descriptor: %d %s: %s\n", r1, smoe_err_name(r1),
+                  r1 < 0 ? smoe_last_error() : "");
+    int r2 = smoe_claim_wait(s, 0, 1, bound_ns(), &b);
+    if (r1 >= 0 || r2 >= 0) {
+        smoe_release(s, &b);
+        smoe_shutdown(s);
+        fail_msg("a claim into a held descriptor succeeded (%s, %s): the reference it held "
+                 "leaks", smoe_err_name(r1), smoe_err_name(r2));
+    }
+    assert_int_equal(r1, SMOE_EINVAL);
+    assert_int_equal(r2, SMOE_EINVAL);
+    assert_int_equal(b.expert, 0);
+    assert_int_equal(smoe_release(s, &b), 0);
+    /* released: the descriptor takes a new claim */
+    assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_HIT);
+    assert_int_equal(smoe_release(s, &b), 0);
+    assert_int_equal(smoe_close(s), 0);
+    tu_fx_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(f1_claim_reports_only_its_experts_error),
+        cmocka_unit_test(f2_pins_counted_not_owned),
+        cmocka_unit_test(f3_failed_push_not_dropped),
+        cmocka_unit_test(f4_prefetch_waits_only_for_a_slot_pick),
+        cmocka_unit_test(f5_error_and_fault_of_one_failure),
+        cmocka_unit_test(f6_mpmc_positions_wrap),
+        cmocka_unit_test(f6_claim_into_held_descriptor),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
