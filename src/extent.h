@@ -5,10 +5,12 @@
  * An expert's components lie in extents of source files. Its slot is
  * filled by segments: the extents sorted by (source, offset), each rounded
  * out to the read alignment (a multiple of the file system's direct I/O
- * alignment that divides 16 KiB), merged where they touch, laid end to end
- * from the slot's start. A component then starts at its segment's slot
- * offset plus its distance from the segment's first byte: aligned, in
- * memory, as its file offset is, up to the read alignment.
+ * alignment that divides 16 KiB), merged where they touch or lie within
+ * SMOE__EXTENT_GAP, laid end to end from the slot's start; a load reads
+ * them in chunks of one range each (smoe__extent_chunks). A component
+ * then starts at its segment's slot offset plus its distance from the
+ * segment's first byte: aligned, in memory, as its file offset is, up to
+ * the read alignment.
  */
 #ifndef SMOE_EXTENT_H
 #define SMOE_EXTENT_H
