@@ -1,8 +1,8 @@
 /*
  * Description: index vaults (`smoe index`, vault format version 2).
  * Indexes the checkpoints tests/test_pack.c packs (one safetensors file, a
- * directory, a sharded index.json, stacked, fused, mlx-quantised and GGUF
- * layouts) and reads every expert back through the library: each
+ * directory, a sharded index.json, stacked, fused, mlx-quantised,
+ * Nemotron-H, JetMoE and GGUF layouts, a user's --pattern) and reads every expert back through the library: each
  * component, found with smoe_blob_component/smoe_blob_find, must equal its
  * source tensor's bytes, and lie at the address its file offset gives.
  * Then what an index vault must catch: a source whose size or header
@@ -389,6 +389,42 @@ static void test_index_layouts(void **state)
         unlink(path("config.json"));
         fx_free(&m);
     }
+}
+
+/* A name layout the built-in table misses, given as --pattern. */
+static void test_index_user_pattern(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    static const uint64_t shape[] = {24, 40};
+    uint64_t seed = 1900;
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t e = 0; e < 3; e++)
+            for (int k = 0; k < 2; k++) {
+                char n[160];
+                snprintf(n, sizeof n, "transformer.h.%u.moe.expert_%u.%s", l, e,
+                         k ? "fc_out" : "fc_in");
+                fx_add(&m, n, "F32", 2, shape, 32, seed++);
+            }
+    assert_int_equal(fx_write_st(path("odd.safetensors"), &m, 0, m.n, NULL), 0);
+    pack_patterns ps;
+    assert_int_equal(pack_patterns_init(&ps), 0);
+    pack_index_opts o = {path("m.smoe"), NULL, 0, 0, NULL};
+    pack_index_result r;
+    expect_msg(pack_index_run(path("odd.safetensors"), &ps, &o, &r), SMOE_ENOENT,
+               "no expert tensors", NULL);
+    assert_int_equal(pack_patterns_add(&ps, "expert:transformer.h.{L}.moe.expert_{E}.{C}:"
+                                            "fc_in=up,fc_out=down"), 0);
+    int rc = pack_index_run(path("odd.safetensors"), &ps, &o, &r);
+    pack_patterns_free(&ps);
+    if (rc)
+        fail_msg("index failed: %s", smoe_last_error());
+    static const fx_expect ex[] = {
+        {"up", "transformer.h.{L}.moe.expert_{E}.fc_in", 0},
+        {"down", "transformer.h.{L}.moe.expert_{E}.fc_out", 0},
+    };
+    check_index(&m, ex, 2, path("m.smoe"), 2, 3, 0, 0);
+    fx_free(&m);
 }
 
 /* GGUF: components keep the file's general.alignment (64 here). */
@@ -1145,6 +1181,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_index_safetensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_sharded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_layouts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_user_pattern, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_gguf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_odd_header_chunked, setup, teardown),
         cmocka_unit_test(test_index_chunk_plan),
