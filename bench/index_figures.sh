@@ -14,7 +14,8 @@
 # MEMORY the ring's share for bench (1280M). With BASE (environment) set to
 # another build directory, its tool reads the same index vault too
 # ("idx-base"), in the same rounds: a change to the library against the
-# build before it.
+# build before it. TIMES (environment, ROUNDS) sets the timings' rounds
+# alone.
 # Prints one line per measurement ("what seconds ..."); assert nothing.
 set -eu
 smoe=$1/tools/smoe/smoe
@@ -51,7 +52,7 @@ timed() {
 
 echo "load: $(uptime)"
 echo "source: $(stat -c %s "$src") bytes"
-for r in $(seq "$R"); do
+for r in $(seq "${TIMES:-$R}"); do
     timed "r$r cat" sh -c "cat '$src' > /dev/null"
     timed "r$r index" "$smoe" index "$src" --out "$W/idx.smoe" --quiet
     timed "r$r index-no-hash" "$smoe" index "$src" --out "$W/idx-nohash.smoe" --no-hash --quiet
