@@ -3,7 +3,7 @@
 # index time (with and without hashes) against pack time and a plain read of
 # the checkpoint; the index vault's size; cold `smoe read` and `smoe bench`
 # on a real routing trace, the index vault against the packed vault of the
-# same GGUF, side by side in each round (alternating which goes first).
+# same GGUF, side by side in each round (rotating which goes first).
 #
 # Usage (as root: it drops the page cache before every cold run):
 #   bench/index_figures.sh BUILD W TRACE [ROUNDS] [TOKENS] [MEMORY]
@@ -11,7 +11,11 @@
 # gptoss.gguf (bench/gguf_gptoss.py writes it) with room for a packed copy;
 # TRACE: gpt-oss-20b-mmlu-test.trace.gz; ROUNDS (3) of the timings and of
 # bench, READS (environment, 5) rounds of smoe read, TOKENS replayed (300),
-# MEMORY the ring's share for bench (1280M).
+# MEMORY the ring's share for bench (1280M). With BASE (environment) set to
+# another build directory, its tool reads the same index vault too
+# ("idx-base"), in the same rounds: a change to the library against the
+# build before it. TIMES (environment, ROUNDS) sets the timings' rounds
+# alone.
 # Prints one line per measurement ("what seconds ..."); assert nothing.
 set -eu
 smoe=$1/tools/smoe/smoe
@@ -21,6 +25,17 @@ R=${4:-3}
 N=${5:-300}
 M=${6:-1280M}
 src=$W/gptoss.gguf
+base=${BASE:+$BASE/tools/smoe/smoe}
+# order R: the vaults of round R, each round starting one further along
+order() {
+    set -- packed idx ${base:+idx-base}
+    k=$(( $1 % $# ))
+    while [ "$k" -gt 0 ]; do v=$1; shift; set -- "$@" "$v"; k=$((k - 1)); done
+    echo "$@"
+}
+# tool V, vault V: which smoe reads it, and its file
+tool() { if [ "$1" = idx-base ]; then echo "$base"; else echo "$smoe"; fi; }
+file() { if [ "$1" = idx-base ]; then echo "$W/idx.smoe"; else echo "$W/$1.smoe"; fi; }
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 now() { date +%s.%N; }
@@ -37,7 +52,7 @@ timed() {
 
 echo "load: $(uptime)"
 echo "source: $(stat -c %s "$src") bytes"
-for r in $(seq "$R"); do
+for r in $(seq "${TIMES:-$R}"); do
     timed "r$r cat" sh -c "cat '$src' > /dev/null"
     timed "r$r index" "$smoe" index "$src" --out "$W/idx.smoe" --quiet
     timed "r$r index-no-hash" "$smoe" index "$src" --out "$W/idx-nohash.smoe" --no-hash --quiet
@@ -49,10 +64,9 @@ echo "load: $(uptime)"
 
 # Cold smoe read: every blob once, file order, verification on.
 for r in $(seq "${READS:-5}"); do
-    if [ $((r % 2)) = 1 ]; then order="packed idx"; else order="idx packed"; fi
-    for v in $order; do
+    for v in $(order "$r"); do
         drop
-        "$smoe" read "$W/$v.smoe" --verify --json > "$W/read-$v-$r.json"
+        "$(tool "$v")" read "$(file "$v")" --verify --json > "$W/read-$v-$r.json"
         echo "r$r read $v $(jq -c '{seconds, gb_per_s, bytes_read, payload_bytes, component_bytes}' \
             "$W/read-$v-$r.json")"
     done
@@ -61,9 +75,8 @@ echo "load: $(uptime)"
 
 # smoe bench on the real trace: the library alone, cold, the same memory.
 for r in $(seq "$R"); do
-    if [ $((r % 2)) = 1 ]; then order="packed idx"; else order="idx packed"; fi
-    for v in $order; do
-        "$smoe" bench --vault "$W/$v.smoe" --trace "$T" --mode smoe --memory "$M" \
+    for v in $(order "$r"); do
+        "$(tool "$v")" bench --vault "$(file "$v")" --trace "$T" --mode smoe --memory "$M" \
             --tokens "$N" --json "$W/bench-$v-$r.json" > /dev/null
         echo "r$r bench $v $(jq -c '.modes[0] | {wait: .wait_us_per_token, hits, misses,
             bytes_read, slots, elapsed_s}' "$W/bench-$v-$r.json")"

@@ -4,14 +4,21 @@
  *
  * Invariants of a plan at alignment A:
  *  - every segment's file_off, len and slot_off are multiples of A, so
- *    any chunk (a multiple of 16 KiB, which A divides) cuts segments at
- *    multiples of A: every read is aligned in the file and in the 16 KiB-
- *    aligned slot, as direct I/O needs;
+ *    cutting a segment every `chunk` bytes (a multiple of 16 KiB, which A
+ *    divides) cuts it at multiples of A: every read is aligned in the file
+ *    and in the 16 KiB-aligned slot, as direct I/O needs;
  *  - an entry's segments are in slot order, end to end from 0; its image
  *    (entry size) is their sum, its padded size that rounded to 16 KiB;
  *  - each extent lies inside one segment of its entry (the segment that
  *    holds its first byte holds all of it: segments only grow to cover
- *    the extents merged into them).
+ *    the extents merged into them);
+ *  - two segments of an entry in the same file are more than
+ *    SMOE__EXTENT_GAP bytes apart there (nearer ones are one segment, the
+ *    bytes between them read too).
+ *
+ * A load's chunks (extent.h) are its segments cut every `chunk` bytes:
+ * each chunk is one read of one range of one file, so the ranges of an
+ * expert spread over the idle workers as a packed blob's chunks do.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +62,9 @@ static int plan_entry(const char *path, const smoe__vault_xt *xt, uint32_t n, ui
             return smoe__fail(SMOE_EOVERFLOW, "%s: extent at %llu: rounding its end "
                               "overflows", path, (unsigned long long)x->offset);
         uint64_t lo = x->offset / A * A, hi = (end + A - 1) / A * A;
-        if (cur && cur->source == x->source && lo <= cur->file_off + cur->len) {
-            if (hi > cur->file_off + cur->len)
+        uint64_t cur_end = cur ? cur->file_off + cur->len : 0;
+        if (cur && cur->source == x->source && (lo <= cur_end || lo - cur_end <= SMOE__EXTENT_GAP)) {
+            if (hi > cur_end)
                 cur->len = hi - cur->file_off;
         } else {
             cur = &segs[(*n_segs)++];
@@ -126,6 +134,20 @@ int smoe__extent_plan(smoe__vault *v, uint32_t align)
     return 0;
 }
 
+uint32_t smoe__extent_max_chunks(const smoe__vault *v, uint32_t chunk)
+{
+    if (v->version != SMOE__VAULT_VERSION_INDEX)
+        return (uint32_t)((v->max_padded + chunk - 1) / chunk);
+    uint32_t max = 1;
+    size_t keys = (size_t)v->layers * v->experts;
+    for (size_t key = 0; key < keys; key++) {
+        uint32_t n = v->index[key].present ? smoe__extent_chunks(v, (uint32_t)key, chunk) : 0;
+        if (n > max)
+            max = n;
+    }
+    return max;
+}
+
 int smoe__extent_read(struct smoe_stream *s, const smoe__worker *wk, uint32_t slot,
                       uint32_t key, uint64_t off, uint64_t len, uint64_t *got,
                       smoe__io_fail *why)
@@ -138,30 +160,25 @@ int smoe__extent_read(struct smoe_stream *s, const smoe__worker *wk, uint32_t sl
         return smoe__io_read_full_ex(s->io, wk->fd, data + off, (size_t)len, e->offset + off,
                                      wk->align, &s->stop, why);
     }
+    /* An index vault's chunk lies in one segment (smoe__extent_chunk_at):
+     * one read of its source, from the worker's descriptor of it. */
     const smoe__vault_xentry *xe = &v->xent[key];
+    const smoe__vault_seg *sg = &v->segs[xe->first_seg], *last = sg + xe->n_seg - 1;
+    while (sg < last && off >= sg->slot_off + sg->len)
+        sg++;
     const uint32_t align = s->io_mode == SMOE_IO_DIRECT ? s->src.align : 0;
-    *got = 0;
-    for (uint32_t j = 0; j < xe->n_seg; j++) {
-        const smoe__vault_seg *sg = &v->segs[xe->first_seg + j];
-        uint64_t a = off > sg->slot_off ? off : sg->slot_off;
-        uint64_t b = off + len < sg->slot_off + sg->len ? off + len : sg->slot_off + sg->len;
-        if (a >= b)
-            continue;
-        uint64_t foff = sg->file_off + (a - sg->slot_off), n = b - a;
-        int err = smoe__io_read_full_ex(s->io, smoe__source_fd(&s->src, sg->source, wk->id),
-                                        data + a, (size_t)n, foff, align, &s->stop, why);
-        /* The last segment of a file may be rounded out past its end: the
-         * file ending there, after every byte an extent needs, is fine. */
-        uint64_t need = v->sources[sg->source].size;
-        if (err == SMOE_ETRUNC && why->off >= (foff + n < need ? foff + n : need))
-            err = 0;
-        if (err) {
-            why->file = sg->source + 1; /* for the claim's message */
-            return err;
-        }
-        *got += n;
-    }
-    return 0;
+    uint64_t foff = sg->file_off + (off - sg->slot_off);
+    *got = len;
+    int err = smoe__io_read_full_ex(s->io, smoe__source_fd(&s->src, sg->source, wk->id),
+                                    data + off, (size_t)len, foff, align, &s->stop, why);
+    /* The last segment of a file may be rounded out past its end: the file
+     * ending there, after every byte an extent needs, is fine. */
+    uint64_t need = v->sources[sg->source].size;
+    if (err == SMOE_ETRUNC && why->off >= (foff + len < need ? foff + len : need))
+        err = 0;
+    if (err)
+        why->file = sg->source + 1; /* for the claim's message */
+    return err;
 }
 
 uint64_t smoe__extent_hash(struct smoe_stream *s, const smoe__worker *wk, uint32_t key,

@@ -5,10 +5,12 @@
  * An expert's components lie in extents of source files. Its slot is
  * filled by segments: the extents sorted by (source, offset), each rounded
  * out to the read alignment (a multiple of the file system's direct I/O
- * alignment that divides 16 KiB), merged where they touch, laid end to end
- * from the slot's start. A component then starts at its segment's slot
- * offset plus its distance from the segment's first byte: aligned, in
- * memory, as its file offset is, up to the read alignment.
+ * alignment that divides 16 KiB), merged where they touch or lie within
+ * SMOE__EXTENT_GAP, laid end to end from the slot's start; a load reads
+ * them in chunks of one range each (smoe__extent_chunks). A component
+ * then starts at its segment's slot offset plus its distance from the
+ * segment's first byte: aligned, in memory, as its file offset is, up to
+ * the read alignment.
  */
 #ifndef SMOE_EXTENT_H
 #define SMOE_EXTENT_H
@@ -22,6 +24,11 @@
  * descriptors': a page, what macOS's F_NOCACHE wants and every common
  * Linux file system's O_DIRECT accepts. */
 #define SMOE__EXTENT_ALIGN 4096u
+
+/* Extents of one file this near (after rounding out) are read as one
+ * range, the bytes between them too: about what one more request costs
+ * in transfer time, at a few GB/s. */
+#define SMOE__EXTENT_GAP (32u << 10)
 
 /*
  * Plan every entry's segments at read alignment align (a power of two from
@@ -38,15 +45,60 @@ static inline uint64_t smoe__extent_comp_at(const smoe__vault *v, uint32_t key, 
     return v->comp_at[v->xent[key].first_extent + k];
 }
 
+/*
+ * The chunks of a load of entry key, read at most `chunk` bytes each (a
+ * multiple of 16 KiB). A packed blob: its padded size cut every `chunk`
+ * bytes. An index vault's entry: each segment cut every `chunk` bytes from
+ * its start, so that each chunk is one read of one range of one source
+ * file and the workers take an expert's ranges in parallel. Hot path
+ * (prefetch, a worker taking a chunk): no allocation, a walk of the
+ * entry's few segments.
+ */
+static inline uint32_t smoe__extent_chunks(const smoe__vault *v, uint32_t key, uint32_t chunk)
+{
+    if (v->version != SMOE__VAULT_VERSION_INDEX)
+        return (uint32_t)((v->index[key].padded + chunk - 1) / chunk);
+    const smoe__vault_xentry *xe = &v->xent[key];
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < xe->n_seg; j++)
+        n += (uint32_t)((v->segs[xe->first_seg + j].len + chunk - 1) / chunk);
+    return n;
+}
+
+/* Chunk i (below smoe__extent_chunks) of entry key: bytes [*off, *off +
+ * *len) of its slot image. */
+static inline void smoe__extent_chunk_at(const smoe__vault *v, uint32_t key, uint32_t chunk,
+                                         uint32_t i, uint64_t *off, uint64_t *len)
+{
+    uint64_t end;
+    if (v->version != SMOE__VAULT_VERSION_INDEX) {
+        *off = (uint64_t)i * chunk;
+        end = v->index[key].padded;
+    } else {
+        const smoe__vault_seg *sg = &v->segs[v->xent[key].first_seg];
+        uint64_t p;
+        while (i >= (p = (sg->len + chunk - 1) / chunk)) {
+            i -= (uint32_t)p;
+            sg++;
+        }
+        *off = sg->slot_off + (uint64_t)i * chunk;
+        end = sg->slot_off + sg->len;
+    }
+    *len = end - *off < chunk ? end - *off : chunk;
+}
+
+/* The most chunks of any load at chunk size `chunk` (queue capacity). */
+uint32_t smoe__extent_max_chunks(const smoe__vault *v, uint32_t chunk);
+
 struct smoe_stream;
 struct smoe__worker;
 
 /*
- * Read bytes [off, off + len) of slot `slot`'s image of entry key (a
- * chunk: off and len multiples of 16 KiB, but the last chunk's end). A
- * packed vault: one read of the vault through the worker's descriptor.
- * An index vault: the part of each segment in the range, from the
- * worker's descriptor of its source. *got: the bytes asked of the disk.
+ * Read chunk [off, off + len) of slot `slot`'s image of entry key
+ * (smoe__extent_chunk_at): one read. A packed vault: of the vault through
+ * the worker's descriptor. An index vault: of the chunk's segment, from
+ * the worker's descriptor of its source. *got: the bytes asked of the
+ * disk.
  * Hot path: no allocation, no lock; only the reads.
  * @return 0 or the first read's error (*why says where).
  */

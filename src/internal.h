@@ -28,6 +28,7 @@
 #include "freq.h"
 #include "io.h"
 #include "mpmc.h"
+#include "extent.h"
 #include "latency.h"
 #include "prewarm.h"
 #include "slot.h"
@@ -194,16 +195,11 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
 int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word);
 
-/* Chunks of a blob of `padded` bytes read `chunk` bytes at a time. */
-static inline uint32_t smoe__chunks(uint64_t padded, uint32_t chunk)
-{
-    return (uint32_t)((padded + chunk - 1) / chunk);
-}
-
-/* Chunk tokens of a demand (or speculative and pre-warm) load of key. */
+/* Chunk tokens of a demand (or speculative and pre-warm) load of key: one
+ * per chunk (smoe__extent_chunks). */
 static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t key, int demand)
 {
-    return smoe__chunks(s->vault.index[key].padded, demand ? s->chunk : s->spec_chunk);
+    return smoe__extent_chunks(&s->vault, key, demand ? s->chunk : s->spec_chunk);
 }
 
 /* worker.c */

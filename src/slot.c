@@ -249,7 +249,7 @@ int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *
     return 1;
 }
 
-int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint64_t padded,
+int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
                           uint64_t *off, uint64_t *len, uint32_t *arming)
 {
     _Atomic uint64_t *next = &s->ring.chunk_next[v];
@@ -263,14 +263,14 @@ int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint6
          * token of an earlier arming of this gen, stalled here, finds a
          * value it never saw and looks again). */
         chunk = (c & SMOE__CN_SPEC_CHUNK) ? s->spec_chunk : s->chunk;
-        if (smoe__cn_gen(c) != gen || smoe__cn_index(c) >= smoe__chunks(padded, chunk))
+        if (smoe__cn_gen(c) != gen ||
+            smoe__cn_index(c) >= smoe__extent_chunks(&s->vault, key, chunk))
             return 0; /* not armed yet, or every chunk of this arming is taken */
         smoe__hook(s, SMOE__HOOK_CHUNK_CAS, v, c, chunk);
         /* acquire: as the load above */
     } while (!atomic_compare_exchange_weak_explicit(next, &c, c + 1, memory_order_acquire,
                                                     memory_order_acquire));
-    *off = (uint64_t)smoe__cn_index(c) * chunk;
-    *len = padded - *off < chunk ? padded - *off : chunk;
+    smoe__extent_chunk_at(&s->vault, key, chunk, smoe__cn_index(c), off, len);
     *arming = smoe__cn_arming(c);
     return 1;
 }

@@ -375,10 +375,11 @@ int smoe__slot_cancel(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t 
  * cancellable). 1 (*key: its expert), or 0 for a stale token (cancelled,
  * evicted, published, another load). */
 int smoe__slot_start(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t *key);
-/* Take the next chunk of the current arming of slot v's load gen, of a blob
- * of `padded` bytes: 1 with its offset and length and the arming it is of
- * (smoe__cn_arming), 0 when none is left (or the load is not armed yet). */
-int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint64_t padded,
+/* Take the next chunk of the current arming of slot v's load gen, of entry
+ * key (its chunks: smoe__extent_chunks): 1 with its offset and length in
+ * the slot and the arming it is of (smoe__cn_arming), 0 when none is left
+ * (or the load is not armed yet). */
+int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
                           uint64_t *off, uint64_t *len, uint32_t *arming);
 /* A chunk of slot v's load (arming) failed with err: the first error wins,
  * and its fault record (what, why: NULL for none) is written beside it. */

@@ -256,7 +256,7 @@ static int tables_open(struct smoe_stream *s)
      * Queue capacity. Every push is made in room reserved before the slot
      * word changes (mpmc.h, prefetch.c), so no push finds a queue full and
      * no prefetch waits for a worker; a request with no room is refused up
-     * front. N below is one blob's chunks at the smaller chunk size. The
+     * front. N below is one blob's most chunks at the smaller chunk size. The
      * tokens a queue holds, with their room, until a worker pops them:
      *  - demand: of each slot's current load, its arming's (a demand load
      *    or a retry: up to N) and one upgrade's (up to N); and leftovers:
@@ -279,7 +279,7 @@ static int tables_open(struct smoe_stream *s)
      *    SMOE_SKIPPED before it takes a slot.
      */
     uint32_t min_chunk = s->chunk < s->spec_chunk ? s->chunk : s->spec_chunk;
-    size_t qcap = (size_t)s->ring.nslots * smoe__chunks(s->vault.max_padded, min_chunk) * 4 +
+    size_t qcap = (size_t)s->ring.nslots * smoe__extent_max_chunks(&s->vault, min_chunk) * 4 +
                   s->nworkers;
     if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
         smoe__mpmc_init(&s->spec_q, qcap))

@@ -138,13 +138,13 @@ static void run_request(smoe__worker *wk, smoe__req rq)
      * another key's arming with an identical chunk_next and read with this
      * entry's offsets. Negligible, and noted rather than paid for. */
     const smoe__vault_entry *e = &s->vault.index[key];
-    if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, e->padded, &off, &len, &arming))
+    if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, key, &off, &len, &arming))
         return; /* not armed yet, or every chunk of this arming is taken */
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
     uint64_t got = 0;
-    /* the chunk's part of the load: one read of a packed vault, the
-     * segments of an index vault's sources in the range (extent.c) */
+    /* the chunk: one read, of the packed vault or of one range of an index
+     * vault's source (extent.h) */
     int err = smoe__extent_read(s, wk, rq.slot, key, off, len, &got, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err)

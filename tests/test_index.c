@@ -1,8 +1,8 @@
 /*
  * Description: index vaults (`smoe index`, vault format version 2).
  * Indexes the checkpoints tests/test_pack.c packs (one safetensors file, a
- * directory, a sharded index.json, stacked, fused, mlx-quantised and GGUF
- * layouts) and reads every expert back through the library: each
+ * directory, a sharded index.json, stacked, fused, mlx-quantised,
+ * Nemotron-H, JetMoE and GGUF layouts, a user's --pattern) and reads every expert back through the library: each
  * component, found with smoe_blob_component/smoe_blob_find, must equal its
  * source tensor's bytes, and lie at the address its file offset gives.
  * Then what an index vault must catch: a source whose size or header
@@ -10,9 +10,11 @@
  * (SMOE_ECHECKSUM with verification on), a changed modification time
  * alone (a warning), a missing source; that vault and sources moved
  * together still open; an odd safetensors header length (extents aligned
- * to nothing); chunked reads; --no-hash; the descriptor budget; the hot
- * path opening no file; and malformed index vaults failing with the error
- * classes of version 1.
+ * to nothing); chunked reads; the chunk plan (each chunk one aligned read
+ * of one range of one file, the image covered once, the sizes bounded,
+ * near extents merged) and a load issuing one read per chunk; --no-hash;
+ * the descriptor budget; the hot path opening no file; and malformed index
+ * vaults failing with the error classes of version 1.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -328,6 +330,31 @@ static void test_index_sharded(void **state)
     fx_free(&m);
 }
 
+static void nemotron_per(fx_model *m)
+{
+    fx_model_nemotron_h(m, 0);
+}
+
+static void nemotron_stacked(fx_model *m)
+{
+    fx_model_nemotron_h(m, 1);
+}
+
+static const fx_expect NEMOTRON_PER_EX[2] = {
+    {"up", "backbone.layers.{L}.mixer.experts.{E}.up_proj.weight", 0},
+    {"down", "backbone.layers.{L}.mixer.experts.{E}.down_proj.weight", 0},
+};
+static const fx_expect NEMOTRON_STACKED_EX[2] = {
+    {"up", "backbone.layers.{L}.mixer.experts.up_proj", 1},
+    {"down", "backbone.layers.{L}.mixer.experts.down_proj", 1},
+};
+static const fx_expect JETMOE_EX[2] = {
+    {"gate_up", "model.layers.{L}.mlp.input_linear.weight", 1},
+    {"down", "model.layers.{L}.mlp.output_linear.weight", 1},
+};
+
+/* The layouts test_pack.c packs, indexed: read whole, and in 16 KiB
+ * chunks (a range cut into many reads). */
 static void test_index_layouts(void **state)
 {
     (void)state;
@@ -336,12 +363,16 @@ static void test_index_layouts(void **state)
         const char *config;
         const fx_expect *ex;
         size_t nex;
-        uint32_t layers, experts;
+        uint32_t layers, experts, dense;
     } kinds[] = {
-        {fx_model_switch_mlp, NULL, FX_SWITCH_EX, 3, 3, 6},
-        {fx_model_gpt_oss, "{\"num_local_experts\": 4}", FX_GPT_OSS_EX, 4, 2, 4},
+        {fx_model_switch_mlp, NULL, FX_SWITCH_EX, 3, 3, 6, 0},
+        {fx_model_gpt_oss, "{\"num_local_experts\": 4}", FX_GPT_OSS_EX, 4, 2, 4, 0},
         {fx_model_mlx, "{\"num_experts\": 4, \"quantization\": {\"group_size\": 32, "
-                       "\"bits\": 4}}", FX_MLX_EX, 9, 2, 4},
+                       "\"bits\": 4}}", FX_MLX_EX, 9, 2, 4, 0},
+        /* Nemotron-H: layers 0 and 2 are Mamba layers, without experts */
+        {nemotron_per, "{\"n_routed_experts\": 4}", NEMOTRON_PER_EX, 2, 4, 4, 2},
+        {nemotron_stacked, "{\"n_routed_experts\": 4}", NEMOTRON_STACKED_EX, 2, 4, 4, 2},
+        {fx_model_jetmoe, "{\"num_local_experts\": 4}", JETMOE_EX, 2, 2, 4, 0},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         fx_model m = {0};
@@ -352,11 +383,48 @@ static void test_index_layouts(void **state)
         if (kinds[i].config)
             assert_int_equal(fx_write_text(path("config.json"), kinds[i].config), 0);
         index_ok(path(name), path("m.smoe"));
-        check_index(&m, kinds[i].ex, kinds[i].nex, path("m.smoe"), kinds[i].layers,
-                    kinds[i].experts, 0, 0);
+        for (uint32_t chunk = 0; chunk <= 16384; chunk += 16384)
+            check_index(&m, kinds[i].ex, kinds[i].nex, path("m.smoe"), kinds[i].layers,
+                        kinds[i].experts, kinds[i].dense, chunk);
         unlink(path("config.json"));
         fx_free(&m);
     }
+}
+
+/* A name layout the built-in table misses, given as --pattern. */
+static void test_index_user_pattern(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    static const uint64_t shape[] = {24, 40};
+    uint64_t seed = 1900;
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t e = 0; e < 3; e++)
+            for (int k = 0; k < 2; k++) {
+                char n[160];
+                snprintf(n, sizeof n, "transformer.h.%u.moe.expert_%u.%s", l, e,
+                         k ? "fc_out" : "fc_in");
+                fx_add(&m, n, "F32", 2, shape, 32, seed++);
+            }
+    assert_int_equal(fx_write_st(path("odd.safetensors"), &m, 0, m.n, NULL), 0);
+    pack_patterns ps;
+    assert_int_equal(pack_patterns_init(&ps), 0);
+    pack_index_opts o = {path("m.smoe"), NULL, 0, 0, NULL};
+    pack_index_result r;
+    expect_msg(pack_index_run(path("odd.safetensors"), &ps, &o, &r), SMOE_ENOENT,
+               "no expert tensors", NULL);
+    assert_int_equal(pack_patterns_add(&ps, "expert:transformer.h.{L}.moe.expert_{E}.{C}:"
+                                            "fc_in=up,fc_out=down"), 0);
+    int rc = pack_index_run(path("odd.safetensors"), &ps, &o, &r);
+    pack_patterns_free(&ps);
+    if (rc)
+        fail_msg("index failed: %s", smoe_last_error());
+    static const fx_expect ex[] = {
+        {"up", "transformer.h.{L}.moe.expert_{E}.fc_in", 0},
+        {"down", "transformer.h.{L}.moe.expert_{E}.fc_out", 0},
+    };
+    check_index(&m, ex, 2, path("m.smoe"), 2, 3, 0, 0);
+    fx_free(&m);
 }
 
 /* GGUF: components keep the file's general.alignment (64 here). */
@@ -415,6 +483,241 @@ static void test_index_odd_header_chunked(void **state)
     smoe__vault_free(&v);
     check_index(&m, FX_QWEN_EX, 3, path("m.smoe"), 2, 3, 0, 0);
     check_index(&m, FX_QWEN_EX, 3, path("m.smoe"), 2, 3, 0, 16384);
+    fx_free(&m);
+}
+
+/* ---- the chunk plan -------------------------------------------------------- */
+
+/*
+ * The plan of v at alignment A, its chunks at chunk size C: the segments of
+ * each entry tile its slot image, aligned; each extent lies in one segment
+ * at the slot offset its component is given; two segments of one file are
+ * more than SMOE__EXTENT_GAP apart; the chunks cover the image once, in
+ * order, each one range inside one segment, at most C bytes, aligned.
+ */
+static void check_plan(const smoe__vault *v, uint32_t A, uint32_t C)
+{
+    uint32_t most = 0;
+    for (uint32_t key = 0; key < v->layers * v->experts; key++) {
+        const smoe__vault_entry *e = &v->index[key];
+        if (!e->present)
+            continue;
+        const smoe__vault_xentry *xe = &v->xent[key];
+        const smoe__vault_seg *sg = &v->segs[xe->first_seg];
+        uint64_t at = 0, want = 0;
+        for (uint32_t j = 0; j < xe->n_seg; j++) {
+            assert_int_equal(sg[j].slot_off, at);
+            assert_true(sg[j].len > 0);
+            assert_int_equal(sg[j].file_off % A, 0);
+            assert_int_equal(sg[j].len % A, 0);
+            at += sg[j].len;
+            want += (sg[j].len + C - 1) / C;
+            for (uint32_t i = 0; i < j; i++) {
+                if (sg[i].source != sg[j].source)
+                    continue;
+                const smoe__vault_seg *lo = sg[i].file_off < sg[j].file_off ? &sg[i] : &sg[j];
+                const smoe__vault_seg *hi = lo == &sg[i] ? &sg[j] : &sg[i];
+                assert_true(hi->file_off > lo->file_off + lo->len + SMOE__EXTENT_GAP);
+            }
+        }
+        assert_int_equal(e->size, at);
+        assert_int_equal(e->padded, (at + 16383) / 16384 * 16384);
+        const uint32_t n = v->layouts[e->layout].n;
+        for (uint32_t k = 0; k < n; k++) {
+            const smoe__vault_xt *x = &v->extents[xe->first_extent + k];
+            uint32_t j = 0;
+            while (j < xe->n_seg && !(sg[j].source == x->source && sg[j].file_off <= x->offset &&
+                                      x->offset < sg[j].file_off + sg[j].len))
+                j++;
+            assert_true(j < xe->n_seg);
+            assert_true(x->offset + x->length <= sg[j].file_off + sg[j].len);
+            assert_int_equal(smoe__extent_comp_at(v, key, k),
+                             sg[j].slot_off + (x->offset - sg[j].file_off));
+        }
+        /* The chunks: in order, end to end, one range of one segment each. */
+        const uint32_t nc = smoe__extent_chunks(v, key, C);
+        assert_int_equal(nc, want);
+        uint64_t end = 0;
+        for (uint32_t i = 0; i < nc; i++) {
+            uint64_t off, len;
+            smoe__extent_chunk_at(v, key, C, i, &off, &len);
+            assert_int_equal(off, end);
+            assert_true(len > 0 && len <= C);
+            assert_int_equal(off % A, 0);
+            assert_int_equal(len % A, 0);
+            uint32_t j = 0;
+            while (j < xe->n_seg && !(sg[j].slot_off <= off && off < sg[j].slot_off + sg[j].len))
+                j++;
+            assert_true(j < xe->n_seg);
+            assert_true(off + len <= sg[j].slot_off + sg[j].len);
+            end = off + len;
+        }
+        assert_int_equal(end, e->size);
+        if (nc > most)
+            most = nc;
+    }
+    assert_int_equal(smoe__extent_max_chunks(v, C), most ? most : 1);
+}
+
+/* An index vault of one layer built in memory: entry e has the n[e]
+ * extents xt[e][0..n[e]) (two source files). */
+typedef struct plan_case {
+    uint32_t n;
+    smoe__vault_xt xt[6];
+} plan_case;
+
+static void build_vault(smoe__vault *v, const plan_case *pc, uint32_t np)
+{
+    memset(v, 0, sizeof *v);
+    v->path = strdup("mem.smoe");
+    v->version = SMOE__VAULT_VERSION_INDEX;
+    v->layers = 1;
+    v->experts = np;
+    v->entries = np;
+    v->n_layouts = np;
+    v->index = calloc(np, sizeof *v->index);
+    v->xent = calloc(np, sizeof *v->xent);
+    v->layouts = calloc(np, sizeof *v->layouts);
+    v->extents = calloc(np * 6, sizeof *v->extents);
+    v->n_sources = 2;
+    v->sources = calloc(2, sizeof *v->sources);
+    assert_non_null(v->path);
+    assert_true(v->index && v->xent && v->layouts && v->extents && v->sources);
+    for (uint32_t e = 0; e < np; e++) {
+        v->index[e] = (smoe__vault_entry){0, 0, 0, 0, e, 1};
+        v->layouts[e].n = pc[e].n;
+        v->xent[e].first_extent = v->n_extents;
+        for (uint32_t k = 0; k < pc[e].n; k++)
+            v->extents[v->n_extents++] = pc[e].xt[k];
+    }
+}
+
+/* Segments and chunks of chosen extents, at every read alignment and a few
+ * chunk sizes. */
+static void test_index_chunk_plan(void **state)
+{
+    (void)state;
+    const uint64_t G = SMOE__EXTENT_GAP, M = 1 << 20, T = 100 * M;
+    static plan_case pc[7];
+    /* 0: a GGUF expert of stacked tensors (gpt-oss): three weights and
+     * three biases, each in its own tensor, far apart */
+    pc[0].n = 6;
+    for (uint32_t k = 0; k < 3; k++) {
+        pc[0].xt[k] = (smoe__vault_xt){T * k + 7 * 2203200 + 96, 2203200, 0};
+        pc[0].xt[3 + k] = (smoe__vault_xt){T * (3 + k) + 7 * 5760 + 32, k == 2 ? 11520 : 5760, 0};
+    }
+    /* 1: one tensor per component, side by side at odd offsets (a
+     * safetensors checkpoint of per-expert tensors) */
+    pc[1].n = 3;
+    for (uint32_t k = 0; k < 3; k++)
+        pc[1].xt[k] = (smoe__vault_xt){1000005 + 70001 * k, 70001, 0};
+    /* 2: a gap of G bytes (merged) and one of G + 32 KiB (apart at any
+     * alignment), listed out of file order */
+    pc[2].n = 3;
+    pc[2].xt[0] = (smoe__vault_xt){4 * M + 16384 + 2 * G + 32768 + 1, 100, 0};
+    pc[2].xt[1] = (smoe__vault_xt){4 * M, 16384, 0};
+    pc[2].xt[2] = (smoe__vault_xt){4 * M + 16384 + G, 1, 0};
+    /* 3: the same offsets in two files (a sharded checkpoint) */
+    pc[3].n = 2;
+    pc[3].xt[0] = (smoe__vault_xt){8192, 40000, 1};
+    pc[3].xt[1] = (smoe__vault_xt){8192, 40000, 0};
+    /* 4: one large extent: cut at the chunk size */
+    pc[4].n = 1;
+    pc[4].xt[0] = (smoe__vault_xt){3, 9 * M + 77, 1};
+    /* 5: overlapping and nested extents (a fused tensor and its part) */
+    pc[5].n = 2;
+    pc[5].xt[0] = (smoe__vault_xt){6 * M, 3 * M, 0};
+    pc[5].xt[1] = (smoe__vault_xt){7 * M + 1, 1000, 0};
+    /* 6: tiny extents a little apart: one range */
+    pc[6].n = 4;
+    for (uint32_t k = 0; k < 4; k++)
+        pc[6].xt[k] = (smoe__vault_xt){2 * M + 6000 * k, 1000, 0};
+    smoe__vault v;
+    build_vault(&v, pc, 7);
+    static const uint32_t aligns[] = {512, 4096, 16384};
+    static const uint32_t chunks[] = {16384, 65536, 512 << 10, 4 << 20};
+    for (size_t a = 0; a < 3; a++) {
+        assert_int_equal(smoe__extent_plan(&v, aligns[a]), 0);
+        assert_int_equal(v.plan_align, aligns[a]);
+        for (size_t c = 0; c < 4; c++)
+            check_plan(&v, aligns[a], chunks[c]);
+        /* What the plan merges, whatever the alignment. */
+        assert_int_equal(v.xent[0].n_seg, 6);
+        assert_int_equal(v.xent[1].n_seg, 1);
+        assert_int_equal(v.xent[2].n_seg, 2);
+        assert_int_equal(v.xent[3].n_seg, 2);
+        assert_int_equal(v.xent[4].n_seg, 1);
+        assert_int_equal(v.xent[5].n_seg, 1);
+        assert_int_equal(v.xent[6].n_seg, 1);
+        /* The stacked expert: six reads of one chunk each at 4 MiB, as
+         * many as it has ranges; the large extent, three. */
+        assert_int_equal(smoe__extent_chunks(&v, 0, 4 << 20), 6);
+        assert_int_equal(smoe__extent_chunks(&v, 4, 4 << 20), 3);
+    }
+    smoe__vault_free(&v);
+}
+
+/* A gpt-oss layout of larger stacked tensors at odd offsets: some of an
+ * expert's ranges lie apart, some merge (an expert's last slice and the
+ * next tensor's start). Read back through direct I/O as Linux checks it,
+ * each chunk is one read, aligned. */
+static void test_index_chunk_reads(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    static const uint64_t gu[] = {4, 128, 320}, gub[] = {4, 320}, dn[] = {4, 160, 128},
+                          dnb[] = {4, 128};
+    uint64_t seed = 1700;
+    for (uint32_t l = 0; l < 2; l++) {
+        char n[160];
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.gate_up_proj", l);
+        fx_add(&m, n, "BF16", 3, gu, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.gate_up_proj_bias", l);
+        fx_add(&m, n, "BF16", 2, gub, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.down_proj", l);
+        fx_add(&m, n, "BF16", 3, dn, 16, seed++);
+        snprintf(n, sizeof n, "model.layers.%u.mlp.experts.down_proj_bias", l);
+        fx_add(&m, n, "BF16", 2, dnb, 16, seed++);
+    }
+    assert_int_equal(fx_write_st_pad(path("g.safetensors"), &m, 0, m.n, NULL, 5), 0);
+    assert_int_equal(fx_write_text(path("config.json"), "{\"num_local_experts\": 4}"), 0);
+    index_ok(path("g.safetensors"), path("m.smoe"));
+    smoe__vault v;
+    assert_int_equal(smoe__vault_load(&v, path("m.smoe"), smoe__io_get()), 0);
+    uint32_t apart = 0;
+    for (uint32_t key = 0; key < v.layers * v.experts; key++)
+        apart += v.xent[key].n_seg > 1;
+    assert_true(apart > 0);
+    for (uint32_t c = 16384; c <= (1u << 20); c *= 4)
+        check_plan(&v, v.plan_align, c);
+    smoe__vault_free(&v);
+
+    static struct fault_io f;
+    fault_io_install(&f);
+    atomic_store(&f.fake_direct, 4096);
+    smoe_stream *s;
+    int rc = open_index(path("m.smoe"), SMOE_VERIFY_ON, 16384, &s);
+    if (rc) {
+        fault_io_remove();
+        fail_msg("open failed: %s", smoe_last_error());
+    }
+    assert_int_equal(tu_stats(s).io_mode, SMOE_IO_DIRECT);
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t e = 0; e < 4; e++) {
+            const uint32_t key = l * s->vault.experts + e;
+            uint64_t reads = f.count[FIO_PREAD];
+            smoe_blob b;
+            rc = smoe_claim_wait(s, l, e, UINT64_MAX, &b);
+            if (rc < 0)
+                fail_msg("claim (%u, %u): %s", l, e, smoe_last_error());
+            assert_int_equal(f.count[FIO_PREAD] - reads,
+                             smoe__extent_chunks(&s->vault, key, 16384));
+            check_blob(s, &b, &m, FX_GPT_OSS_EX, 4);
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+    assert_int_equal(tu_stats(s).reads_failed, 0);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
     fx_free(&m);
 }
 
@@ -878,8 +1181,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_index_safetensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_sharded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_layouts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_user_pattern, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_gguf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_odd_header_chunked, setup, teardown),
+        cmocka_unit_test(test_index_chunk_plan),
+        cmocka_unit_test_setup_teardown(test_index_chunk_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_missing_and_moved, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_no_hash, setup, teardown),
