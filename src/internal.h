@@ -34,6 +34,7 @@
 #include "source.h"
 #include "trace_rec.h"
 #include "vault.h"
+#include "warmup.h"
 
 #define SMOE__ALIGN 16384u
 #define SMOE__DEFAULT_WORKERS 16u
@@ -141,6 +142,9 @@ struct smoe_stream {
 
     /* Test seam (smoe__hook below): NULL except in tests. */
     _Atomic(smoe__hook_fn) hook;
+
+    /* smoe_warmup (warmup.c) */
+    smoe__warmup warmup;
 };
 
 /* Call the test seam at `point`, if one is installed. */

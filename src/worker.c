@@ -34,6 +34,7 @@
 #include "internal.h"
 #include "platform/park.h"
 #include "platform/thread.h"
+#include "warmup.h"
 
 /* Tell parked workers there is work (after a push). */
 static void notify_workers(struct smoe_stream *s, int n)
@@ -102,17 +103,19 @@ static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v,
 }
 
 /* A token of slot rq.slot's load: take a chunk of it, read it, count it
- * down; the worker that lands the last one finishes the load. */
-static void run_request(smoe__worker *wk, smoe__req rq)
+ * down; the worker that lands the last one finishes the load. 1 if a chunk
+ * was taken (*landed: 1 if it was the last), 0 if none was. */
+static int run_request(smoe__worker *wk, smoe__req rq, int *landed)
 {
     struct smoe_stream *s = wk->s;
     uint32_t key;
     uint64_t off, len;
+    *landed = 0;
     if (!smoe__slot_start(s, rq.slot, rq.gen, &key))
-        return; /* cancelled, evicted, done, or stale */
+        return 0; /* cancelled, evicted, done, or stale */
     const smoe__vault_entry *e = &s->vault.index[key];
     if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, e->padded, &off, &len))
-        return; /* not armed yet, or every chunk of this arming is taken */
+        return 0; /* not armed yet, or every chunk of this arming is taken */
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
     uint64_t got = 0;
@@ -126,8 +129,11 @@ static void run_request(smoe__worker *wk, smoe__req rq)
                                 &why);
     else
         SMOE__COUNT(s, c_bytes_read, got);
-    if (smoe__slot_chunk_landed(s, rq.slot))
+    if (smoe__slot_chunk_landed(s, rq.slot)) {
         load_done(s, wk, rq.slot, key, e);
+        *landed = 1;
+    }
+    return 1;
 }
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)
@@ -144,6 +150,29 @@ static int pop_request(struct smoe_stream *s, smoe__req *rq)
     return 1;
 }
 
+/*
+ * One unit of work, if there is any: a demand token, else a speculative
+ * one, else a chunk of this worker's warm-up share (warmup.c), so a
+ * warm-up yields to both at every chunk. 0 when there was none.
+ */
+static int work_once(smoe__worker *wk)
+{
+    struct smoe_stream *s = wk->s;
+    smoe__req rq;
+    int landed;
+    if (pop_request(s, &rq)) {
+        (void)run_request(wk, rq, &landed);
+        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        return 1;
+    }
+    if (smoe__warmup_next(wk, &rq.slot, &rq.gen)) {
+        int took = run_request(wk, rq, &landed);
+        smoe__warmup_ran(wk, took, landed);
+        return 1;
+    }
+    return 0;
+}
+
 static void set_thread_name(uint32_t id)
 {
     char name[16];
@@ -155,20 +184,14 @@ static void *worker_main(void *arg)
 {
     smoe__worker *wk = arg;
     struct smoe_stream *s = wk->s;
-    smoe__req rq;
     set_thread_name(wk->id);
     while (!atomic_load(&s->stop)) {
-        if (pop_request(s, &rq)) {
-            run_request(wk, rq);
-            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        if (work_once(wk))
             continue;
-        }
         atomic_fetch_add(&s->idle, 1);
         uint32_t seq = atomic_load(&s->work_seq);
-        if (pop_request(s, &rq)) {
+        if (work_once(wk)) {
             atomic_fetch_sub(&s->idle, 1);
-            run_request(wk, rq);
-            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
             continue;
         }
         if (!atomic_load(&s->stop)) {
