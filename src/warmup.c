@@ -161,19 +161,11 @@ int smoe__warmup_next(smoe__worker *wk, uint32_t *slot, uint32_t *gen)
     return 0;
 }
 
-void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
+/* Count slot v's warm-up load of key (gen) by the state it ended in. */
+static void count_load(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen)
 {
-    struct smoe_stream *s = wk->s;
-    smoe__warmup *wu = &s->warmup;
-    smoe__warmup_share *sh = &wu->share[wk->id];
-    if (took && !landed)
-        return; /* chunks to go */
-    sh->have = 0;
-    /* The load is over for this worker: landed here, ended by a demand
-     * token's worker, or cancelled by a demand eviction before it began.
-     * A poll to count: nothing is read through it. */
-    uint64_t w = smoe__slot_peek(&s->ring, sh->slot);
-    if (smoe__w_key(w) != sh->key || smoe__w_gen(w) != sh->gen)
+    uint64_t w = smoe__slot_peek(&s->ring, v);
+    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen)
         return;
     switch (smoe__w_state(w)) {
     case SMOE__SLOT_FAILED:
@@ -183,11 +175,44 @@ void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
     case SMOE__SLOT_CONSUMED:
     case SMOE__SLOT_LOADING: /* its last chunks are in demand's hands */
         SMOE__COUNT(&s->warmup, c_loaded, 1);
-        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[sh->key].padded);
+        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[key].padded);
         break;
     default:
         break;
     }
+}
+
+void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
+{
+    struct smoe_stream *s = wk->s;
+    smoe__warmup *wu = &s->warmup;
+    smoe__warmup_share *sh = &wu->share[wk->id];
+    if (took && !landed)
+        return; /* chunks to go */
+    sh->have = 0;
+    if (landed == 2)
+        return; /* smoe__warmup_verify_end counts it */
+    /* The load is over for this worker: landed here, ended by a demand
+     * token's worker, or cancelled by a demand eviction before it began.
+     * A poll to count: nothing is read through it. */
+    count_load(s, sh->slot, sh->key, sh->gen);
+}
+
+void smoe__warmup_verify_begin(struct smoe_stream *s)
+{
+    atomic_fetch_add(&s->warmup.active, 1);
+}
+
+void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err)
+{
+    if (err) {
+        SMOE__COUNT(&s->warmup, c_failed, 1);
+    } else {
+        SMOE__COUNT(&s->warmup, c_loaded, 1);
+        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[key].padded);
+    }
+    if (atomic_fetch_sub(&s->warmup.active, 1) == 1)
+        end_warmup(s);
 }
 
 /* ---- choosing and starting ------------------------------------------------ */

@@ -38,7 +38,7 @@ typedef struct smoe__warmup {
     smoe__warmup_share *share;   /* nworkers */
     _Atomic uint32_t nshares;    /* shares of this warm-up */
     alignas(64) _Atomic uint32_t state;
-    _Atomic uint32_t active;     /* shares not FINISHED */
+    _Atomic uint32_t active;     /* shares not FINISHED, plus verifications handed off */
     _Atomic uint32_t done_seq;   /* waiters park here; bumped at the end */
     _Atomic uint64_t t_start, t_end;
     _Atomic uint64_t c_experts;
@@ -48,10 +48,19 @@ typedef struct smoe__warmup {
 /* Worker loop: the next warm-up token for this worker, if the warm-up
  * runs and its share has work: 1 with *slot, *gen. Cheap when none runs. */
 int smoe__warmup_next(struct smoe__worker *wk, uint32_t *slot, uint32_t *gen);
-/* The worker ran the token (smoe__warmup_next): landed is 1 when its chunk
- * finished the load, 0 when it took no chunk (the load ended elsewhere,
- * or was cancelled). */
+/* The worker ran the token (smoe__warmup_next): took is 1 when it read a
+ * chunk, landed as run_request's (worker.c): 0 chunks to go, 1 the load
+ * published, 2 its verification handed to another worker. */
 void smoe__warmup_ran(struct smoe__worker *wk, int took, int landed);
+/* A worker token's gen with this bit is a verify token: hash and publish a
+ * warm-up load whose chunks have all landed (worker.c). Gens use 20 bits. */
+#define SMOE__REQ_VERIFY (1u << 31)
+/* A warm-up load's verification was handed to another worker: the warm-up
+ * does not end before smoe__warmup_verify_end. */
+void smoe__warmup_verify_begin(struct smoe_stream *s);
+/* That worker published the load of key with err (0: READY): count it,
+ * end the warm-up if it was the last thing running. */
+void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err);
 /* smoe_shutdown: wake smoe_warmup_wait callers. */
 void smoe__warmup_kick(struct smoe_stream *s);
 /* close, after the workers are joined: free its memory. */

@@ -8,7 +8,9 @@
  * once the load in progress has landed and nothing more is read; the
  * statistics count experts, bytes and rate; smoe_shutdown during a
  * warm-up ends smoe_warmup_wait with SMOE_ESHUTDOWN and close is clean;
- * bad arguments are refused with their error.
+ * with verification on, a parked worker takes the hashing of a landed
+ * load (a verify token) and a corrupt blob still fails its checksum; bad
+ * arguments are refused with their error.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -332,6 +334,68 @@ static void t_shutdown_during(void **state)
     tu_baseline_check(base, "after close during a warm-up");
 }
 
+static _Atomic uint32_t g_done_tokens;
+static void count_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                       uint64_t b)
+{
+    if (point == SMOE__HOOK_REQUEST_DONE)
+        atomic_fetch_add(&g_done_tokens, 1); /* no demand here: verify tokens */
+    hook(s, point, slot, a, b);
+}
+
+/* One stream, two workers, verification on, one blob corrupted: the
+ * reading worker hands hashing to the parked one (verify tokens), the
+ * corrupt blob fails with SMOE_ECHECKSUM and counts as failed, every
+ * other one loads, and smoe_warmup_wait returns only once every handed-off
+ * verification has published. */
+static void t_verify_handoff(void **state)
+{
+    (void)state;
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/bad.smoe", g_dir);
+    assert_int_equal(tu_make_vault(bad, LAYERS, EXPERTS, 4000, 40000, 11), 0);
+    smoe__vault v;
+    assert_int_equal(smoe__vault_load(&v, bad, smoe__io_get()), 0);
+    const uint32_t victim = 9;
+    tu_flip_byte(bad, v.index[victim].offset + 100);
+    smoe__vault_free(&v);
+
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.ring_slots = 64;
+    o.workers = 2;
+    o.verify = SMOE_VERIFY_ON;
+    o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s = NULL;
+    assert_int_equal(smoe_open(bad, &o, &s), 0);
+    atomic_store(&g_nrec, 0);
+    atomic_store(&g_done_tokens, 0);
+    atomic_store(&g_hold_first, 1);
+    atomic_store(&g_hold, 1);
+    atomic_store(&s->hook, count_hook);
+    smoe_warmup_opts wo = SMOE_WARMUP_OPTS_INIT;
+    wo.workers = 1; /* one stream: the other worker is free to hash */
+    assert_int_equal(smoe_warmup(s, &wo), (int)N);
+    tu_wait_holding(&g_holding);
+    for (int i = 0; i < 10000 && atomic_load(&s->idle) == 0; i++)
+        usleep(500);
+    assert_int_equal(atomic_load(&s->idle), 1); /* the other worker is parked */
+    atomic_store(&g_hold, 0);
+    assert_int_equal(smoe_warmup_wait(s, UINT64_MAX), 0);
+    smoe_stats st = tu_stats(s);
+    assert_int_equal(st.slots_loading, 0);
+    assert_int_equal(st.warmup_loaded, N - 1);
+    assert_int_equal(st.warmup_failed, 1);
+    assert_true(atomic_load(&g_done_tokens) >= 1);
+    assert_int_equal(st.reads_done, N);
+    smoe_blob b;
+    assert_int_equal(smoe_claim(s, victim / EXPERTS, victim % EXPERTS, &b), SMOE_ECHECKSUM);
+    for (uint32_t k = 0; k < N; k++)
+        if (k != victim)
+            assert_true(resident(s, k));
+    assert_int_equal(smoe_close(s), 0);
+    unlink(bad);
+}
+
 /* Bad arguments, a second warm-up while one runs, a timed-out wait. */
 static void t_bad_args(void **state)
 {
@@ -378,6 +442,7 @@ int main(void)
         cmocka_unit_test(t_demand_overtakes),
         cmocka_unit_test(t_cancel),
         cmocka_unit_test(t_shutdown_during),
+        cmocka_unit_test(t_verify_handoff),
         cmocka_unit_test(t_bad_args),
     };
     return cmocka_run_group_tests_name("warmup", tests, setup, teardown);

@@ -35,7 +35,8 @@ static void usage(FILE *f)
             "                  shares: default one per blob; fewer reads that many)\n"
             "  --verify        check each blob's XXH3 as it lands (library option)\n"
             "  --no-verify     do not check (default: the library's default)\n"
-            "  --verify-both   each order twice: verification off, then on\n"
+            "  --verify-both   each order twice: verification off, then on (shares\n"
+            "                  verified: one worker more than --workers, to hash)\n"
             "  --hash          also hash each claimed blob in this thread\n"
             "  --buffered      buffered reads instead of direct I/O\n"
             "  --chunk BYTES   read chunk (multiple of 16 KiB; default: the library's)\n"
@@ -142,7 +143,10 @@ static void log_warning(void *user, int level, const char *msg)
 static smoe_stream *open_stream(const read_args *a, read_run *run)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
-    o.workers = a->workers;
+    /* Shares verified: one worker more than streams, free to take the
+     * hashing of each landed blob (a verify token) while the streams read
+     * on (docs/api.md, "Warm-up"). */
+    o.workers = a->workers + (run->order == ORDER_SHARES && run->verify == SMOE_VERIFY_ON);
     o.ring_slots = run->slots;
     o.verify = run->verify;
     o.chunk_bytes = (uint32_t)a->chunk;
@@ -228,8 +232,10 @@ static int check_blob(const read_args *a, smoe_stream *s, const smoe__vault *v, 
 static int shares_all(const read_args *a, smoe_stream *s, const smoe__vault *v,
                       const uint32_t *order, uint32_t nblobs, read_run *run)
 {
+    smoe_warmup_opts wo = SMOE_WARMUP_OPTS_INIT;
+    wo.workers = a->workers;
     uint64_t t0 = tool_now_ns();
-    int r = smoe_warmup(s, NULL);
+    int r = smoe_warmup(s, &wo);
     if (r >= 0)
         r = smoe_warmup_wait(s, UINT64_MAX);
     run->ns = tool_now_ns() - t0;
@@ -282,11 +288,12 @@ static void print_text(const read_args *a, const read_run *run, double sec, doub
 {
     const smoe_stats *st = &run->st;
     printf("%s: %s: %u blobs, %.1f MiB read in %.3f s: %.3f GB/s (%s I/O, %u workers, "
-           "%llu KiB chunks, verify %s)\n",
+           "%llu KiB chunks, verify %s%s)\n",
            a->path, run->order == ORDER_SHARES ? "shares (smoe_warmup)" : "blob order",
            run->n, (double)run->bytes / 1048576.0, sec, gbs,
            st->io_mode == SMOE_IO_DIRECT ? "direct" : "buffered", a->workers,
-           (unsigned long long)st->chunk_bytes / 1024, st->verify ? "on" : "off");
+           (unsigned long long)st->chunk_bytes / 1024, st->verify ? "on" : "off",
+           st->workers > a->workers ? ", one more worker hashing" : "");
     printf("  ring: %llu slots x %llu bytes = %.1f MiB; peak RSS %.1f MiB; open %.3f s\n",
            (unsigned long long)st->slots, (unsigned long long)st->slot_bytes,
            (double)st->ring_bytes / 1048576.0, (double)rss / 1048576.0,
