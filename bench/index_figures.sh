@@ -52,7 +52,7 @@ for r in $(seq "${READS:-5}"); do
     if [ $((r % 2)) = 1 ]; then order="packed idx"; else order="idx packed"; fi
     for v in $order; do
         drop
-        "$smoe" read "$W/$v.smoe" --verify --json > "$W/read-$v-$r.json"
+        "$smoe" read "$W/$v.smoe" --order blobs --verify --json > "$W/read-$v-$r.json"
         echo "r$r read $v $(jq -c '{seconds, gb_per_s, bytes_read, payload_bytes, component_bytes}' \
             "$W/read-$v-$r.json")"
     done

@@ -1,7 +1,8 @@
 /*
  * cmd_read.c - `smoe read`: a drive test through the library. Reads every
  * blob of a vault once, two ways, each on a fresh stream:
- *  - shares: smoe_warmup over a ring that holds the whole vault, so each
+ *  - shares: smoe_warmup over a ring that holds the whole vault (as much of
+ *    it as memory allows: the ring's automatic size), so each
  *    worker reads its own contiguous share of the file front to back (the
  *    drive sees one sequential stream per worker, as fio psync with one job
  *    per worker does); timed from smoe_warmup to smoe_warmup_wait;
@@ -32,7 +33,8 @@ static void usage(FILE *f)
             "                  then blobs\n"
             "  --workers N     I/O worker threads (default 16)\n"
             "  --slots N       ring slots (blobs: default 3 per worker, at least 8;\n"
-            "                  shares: default one per blob; fewer reads that many)\n"
+            "                  shares: default automatic, one per blob when memory\n"
+            "                  holds the vault; a smaller ring reads that many blobs)\n"
             "  --verify        check each blob's XXH3 as it lands (library option)\n"
             "  --no-verify     do not check (default: the library's default)\n"
             "  --verify-both   each order twice: verification off, then on (shares\n"
@@ -348,7 +350,9 @@ static int all_runs(const read_args *a, const smoe__vault *v, const uint32_t *or
             run.order = o;
             run.verify = a->verify_both ? (k ? SMOE_VERIFY_ON : SMOE_VERIFY_OFF)
                                         : (uint32_t)a->verify;
-            run.slots = a->slots ? a->slots : o == ORDER_SHARES ? nblobs
+            /* shares: automatic sizing, which stops at one slot per blob
+             * (docs/budget.md): the whole vault when memory holds it */
+            run.slots = a->slots ? a->slots : o == ORDER_SHARES ? 0
                         : a->workers * 3 < 8 ? 8 : a->workers * 3;
             if ((rc = one_run(a, v, order, nblobs, &run)) != 0)
                 break;
