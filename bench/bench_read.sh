@@ -1,18 +1,23 @@
 #!/bin/sh
-# bench_read.sh - cold sequential throughput of `smoe read` against fio on the
-# same vault, alternating in one run so that a noisy machine affects both
-# alike. Needs root (to drop the page cache) and fio.
+# bench_read.sh - cold sequential throughput of the warm-up (`smoe read
+# --order shares`: smoe_warmup over a ring that holds the vault, each worker
+# reading its own contiguous share) against fio psync with the same job
+# count and block size, alternating in one run so that a noisy machine
+# affects both alike; with the blob-order figure (`smoe read --order
+# blobs`: prefetch, claim, release in file order, what decode sees). Needs
+# root (to drop the page cache) and fio.
 #
 # Usage: bench/bench_read.sh SMOE VAULT [workers...]   (default workers: 1 4 16)
 #   ROUNDS=n   rounds per setting (default 3); the median of each is reported
 #
-# For each worker count prints the median GB/s of two fio references and of
-# `smoe read` with verification off and on, and the median of the per-round
-# ratios to the psync fio run of the same round (paired, so a slow minute of
-# the shared disk cancels out). The references: fio psync with one job per
-# worker, each job reading its own contiguous share of the vault (the
-# classic command); and fio libaio with one job and a queue as deep as the
-# worker count, reading the vault in order as `smoe read` does.
+# For each worker count prints the median GB/s of fio psync (one job per
+# worker, each job reading its own contiguous share of the vault in
+# requests of one blob: the classic command), of the warm-up with
+# verification off and on, and of blob order (verification off); then the
+# medians of the per-round ratios to the psync run of the same round
+# (paired, so a slow minute of the shared disk cancels out), and of
+# verification on to off (its cost). Every run starts with the page cache
+# dropped.
 set -eu
 smoe=$1
 vault=$2
@@ -78,11 +83,12 @@ if [ -n "$fio_mem" ]; then
 else
     echo "fio buffers: transparent huge pages 'always' (was '$thp_old'); the ring: madvise"
 fi
-printf '%8s %10s %10s %14s %14s %10s %10s %12s\n' workers fio_psync fio_aio smoe_noverify \
-    smoe_verify off/psync on/psync off/aio
+gbs() { sed -n 's/.*"gb_per_s": *\([0-9.e+-]*\).*/\1/p' | head -n1; }
+printf '%7s %9s %9s %9s %9s %9s %9s %9s %9s\n' workers fio_psync warm_off warm_on blobs \
+    off/fio on/fio on/off blobs/fio
 for w in $workers; do
     per=$((data / w / blob * blob))
-    f=""; a=""; n=""; v=""; rn=""; rv=""; ra=""
+    f=""; n=""; v=""; b=""; rn=""; rv=""; ro=""; rb=""
     for r in $(seq "$rounds"); do
         drop
         fr="$(fio_thp --name=r --filename="$vault" --rw=read --bs="$blob" --direct=1 \
@@ -90,25 +96,19 @@ for w in $workers; do
             --offset_increment="$per" --group_reporting --output-format=terse --terse-version=3 |
             awk -F';' '{print $7 * 1024 / 1e9}')"
         drop
-        ar="$(fio_thp --name=r --filename="$vault" --rw=read --bs="$blob" --direct=1 \
-            --ioengine=libaio --iodepth="$w" --numjobs=1 --size="$data" --offset=16384 \
-            --output-format=terse --terse-version=3 | awk -F';' '{print $7 * 1024 / 1e9}')"
+        nr="$("$smoe" read "$vault" --order shares --workers "$w" --no-verify --json | gbs)"
         drop
-        nr="$("$smoe" read "$vault" --workers "$w" --no-verify --json |
-            sed -n 's/.*"gb_per_s": *\([0-9.e+-]*\).*/\1/p')"
+        vr="$("$smoe" read "$vault" --order shares --workers "$w" --verify --json | gbs)"
         drop
-        vr="$("$smoe" read "$vault" --workers "$w" --verify --json |
-            sed -n 's/.*"gb_per_s": *\([0-9.e+-]*\).*/\1/p')"
-        f="$f $fr"; a="$a $ar"; n="$n $nr"; v="$v $vr"
-        ra="$ra $(echo "$nr / $ar" | bc -l)"
+        br="$("$smoe" read "$vault" --order blobs --workers "$w" --no-verify --json | gbs)"
+        f="$f $fr"; n="$n $nr"; v="$v $vr"; b="$b $br"
         rn="$rn $(echo "$nr / $fr" | bc -l)"
         rv="$rv $(echo "$vr / $fr" | bc -l)"
+        ro="$ro $(echo "$vr / $nr" | bc -l)"
+        rb="$rb $(echo "$br / $fr" | bc -l)"
     done
-    fm=$(echo $f | tr ' ' '\n' | median)
-    nm=$(echo $n | tr ' ' '\n' | median)
-    vm=$(echo $v | tr ' ' '\n' | median)
-    am=$(echo $a | tr ' ' '\n' | median)
-    printf '%8s %10.3f %10.3f %14.3f %14.3f %10.3f %10.3f %12.3f\n' "$w" "$fm" "$am" "$nm" "$vm" \
-        "$(echo $rn | tr ' ' '\n' | median)" "$(echo $rv | tr ' ' '\n' | median)" \
-        "$(echo $ra | tr ' ' '\n' | median)"
+    med() { echo "$@" | tr ' ' '\n' | median; }
+    # shellcheck disable=SC2086
+    printf '%7s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n' "$w" "$(med $f)" \
+        "$(med $n)" "$(med $v)" "$(med $b)" "$(med $rn)" "$(med $rv)" "$(med $ro)" "$(med $rb)"
 done

@@ -35,10 +35,15 @@ vaults)
         --top-k 2 --model mixtral-8x7b-shape
     ;;
 read)
-    # Cold sequential throughput: the library against fio psync (a job per
-    # worker) and fio libaio (one job, a queue per worker), paired rounds;
-    # fio's buffers on 2 MiB pages as the ring's are (bench/bench_read.sh).
-    ROUNDS=5 sh "$HERE/bench_read.sh" "$SMOE" "$GPT" 1 4 16 | tee "$W/read.txt"
+    # Cold sequential throughput: the warm-up (smoe read --order shares),
+    # verification off and on, and blob order, against fio psync with a job
+    # per worker and the blob as block size, paired rounds; fio's buffers on
+    # 2 MiB pages as the ring's are (bench/bench_read.sh). Vaults of 2 MiB
+    # blobs (1 GiB) and 4 MiB blobs (3 GiB).
+    R2=$W/read-2m.smoe
+    [ -f "$R2" ] || "$SMOE" gen --out "$R2" --layers 16 --experts 32 --blob-bytes 2M
+    { ROUNDS=3 sh "$HERE/bench_read.sh" "$SMOE" "$R2" 1 4 16
+      ROUNDS=3 sh "$HERE/bench_read.sh" "$SMOE" "$GPT" 1 4 16; } | tee "$W/read.txt"
     ;;
 replay)
     # Every mode, side by side, at 10% and 25% of the vault.

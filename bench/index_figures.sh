@@ -66,7 +66,7 @@ echo "load: $(uptime)"
 for r in $(seq "${READS:-5}"); do
     for v in $(order "$r"); do
         drop
-        "$(tool "$v")" read "$(file "$v")" --verify --json > "$W/read-$v-$r.json"
+        "$(tool "$v")" read "$(file "$v")" --order blobs --verify --json > "$W/read-$v-$r.json"
         echo "r$r read $v $(jq -c '{seconds, gb_per_s, bytes_read, payload_bytes, component_bytes}' \
             "$W/read-$v-$r.json")"
     done

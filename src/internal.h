@@ -35,6 +35,7 @@
 #include "source.h"
 #include "trace_rec.h"
 #include "vault.h"
+#include "warmup.h"
 
 #define SMOE__ALIGN 16384u
 #define SMOE__DEFAULT_WORKERS 16u
@@ -150,6 +151,9 @@ struct smoe_stream {
 
     /* Test seam (smoe__hook below): NULL except in tests. */
     _Atomic(smoe__hook_fn) hook;
+
+    /* smoe_warmup (warmup.c) */
+    smoe__warmup warmup;
 };
 
 /* Call the test seam at `point`, if one is installed. */

@@ -317,6 +317,13 @@ int smoe__slot_chunk_landed(struct smoe_stream *s, uint32_t v)
     return atomic_fetch_sub_explicit(&s->ring.chunk_left[v], 1, memory_order_acq_rel) == 1;
 }
 
+uint32_t smoe__slot_arming(struct smoe_stream *s, uint32_t v)
+{
+    /* relaxed: the caller holds the load's last chunk (every chunk of the
+     * arming taken, none to come), ordered after that chunk's CAS */
+    return smoe__cn_arming(atomic_load_explicit(&s->ring.chunk_next[v], memory_order_relaxed));
+}
+
 int smoe__slot_load_error(struct smoe_stream *s, uint32_t v)
 {
     /* relaxed: ordered by [C], the countdown the caller just won */

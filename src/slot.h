@@ -394,6 +394,9 @@ int smoe__slot_load_error(struct smoe_stream *s, uint32_t v);
  * (verification). */
 void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t arming, uint32_t what,
                            const smoe__io_fail *f);
+/* The arming of slot v's load, for a worker that finishes it without
+ * having taken its last chunk itself (a warm-up's verify token). */
+uint32_t smoe__slot_arming(struct smoe_stream *s, uint32_t v);
 /* Publish slot v's finished load (arming): READY (err 0) or FAILED(err);
  * returns the speculation budget unit of an unpinned speculative read,
  * gives the slot a fresh tick and wakes its waiters. */

@@ -77,6 +77,7 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     smoe__budget_stats(s, &f);
     smoe__freq_stats(s, &f);
     smoe__prewarm_stats(s, &f);
+    smoe__warmup_stats(s, &f);
     size_t n = want < sizeof f ? want : sizeof f;
     memcpy((char *)st + sizeof(size_t), (const char *)&f + sizeof(size_t),
            n - sizeof(size_t));

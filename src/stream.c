@@ -180,6 +180,7 @@ static void stream_free(struct smoe_stream *s)
         smoe__workers_join(s);
         close_fds(s);
     }
+    smoe__warmup_free(s); /* after the workers: they read its shares */
     smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
     smoe__mpmc_free(&s->demand_q);
@@ -368,8 +369,9 @@ SMOE_API int smoe_shutdown(smoe_stream *s)
     /* Workers: a new work_seq makes any parked or parking worker return. */
     atomic_fetch_add(&s->work_seq, 1);
     smoe__park_wake(&s->work_seq, INT_MAX);
-    /* Claimers: none stays parked on a slot. */
+    /* Claimers: none stays parked on a slot; nor on the warm-up. */
     smoe__slots_shutdown(s);
+    smoe__warmup_kick(s);
     return 0;
 }
 

@@ -35,6 +35,7 @@
 #include "internal.h"
 #include "platform/park.h"
 #include "platform/thread.h"
+#include "warmup.h"
 
 /* Tell parked workers there is work (after a push). */
 static void notify_workers(struct smoe_stream *s, int n)
@@ -93,9 +94,10 @@ static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded
     return size + i;
 }
 
-/* The last chunk landed: verify, record the latency, publish. */
-static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, uint32_t key,
-                      uint32_t arming, const smoe__vault_entry *e)
+/* The last chunk landed: verify, record the latency, publish. Returns the
+ * load's error (0: READY). */
+static int load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, uint32_t key,
+                     uint32_t arming, const smoe__vault_entry *e)
 {
     int err = smoe__slot_load_error(s, v);
     if (err == 0 && s->verify) {
@@ -121,25 +123,48 @@ static void load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v,
     smoe__lat_add((w & SMOE__W_SPEC) && smoe__w_pins(w) == 0 ? &s->lat_spec : &s->lat_demand,
                   smoe__now_ns() - t0);
     smoe__slot_publish(s, v, arming, err);
+    return err;
+}
+
+/*
+ * A warm-up load's last chunk landed and it is to be verified: hand the
+ * hashing to another worker through a verify token on the speculative
+ * queue, so that this worker's next read starts at once (one sequential
+ * stream per worker, as fio psync, with the hash off its path). Only when
+ * a worker is parked to take it and the queue has room; 1 if handed.
+ */
+static int hand_off_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
+{
+    /* seq_cst: a hint only; a worker that is not parked after all still
+     * takes the token at its next pop */
+    if (atomic_load(&s->idle) == 0 || !smoe__mpmc_reserve(&s->spec_q, 1))
+        return 0;
+    smoe__warmup_verify_begin(s);
+    smoe__workers_enqueue(s, v, gen | SMOE__REQ_VERIFY, 1, 0);
+    return 1;
 }
 
 /* A token of slot rq.slot's load: take a chunk of it, read it, count it
- * down; the worker that lands the last one finishes the load. */
-static void run_request(smoe__worker *wk, smoe__req rq)
+ * down; the worker that lands the last one finishes the load, or (defer,
+ * with verification on) hands its hashing to another worker. 1 if a chunk
+ * was taken (*landed: 0 if it was not the last; 1 if it was and the load
+ * is published; 2 if its verification was handed off), 0 if none was. */
+static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
 {
     struct smoe_stream *s = wk->s;
     uint32_t key;
     uint64_t off, len;
     uint32_t arming;
+    *landed = 0;
     if (!smoe__slot_start(s, rq.slot, rq.gen, &key))
-        return; /* cancelled, evicted, done, or stale */
+        return 0; /* cancelled, evicted, done, or stale */
     /* key is the word's at smoe__slot_start, before the chunk CAS: a worker
      * stalled across 2^20 loads of this slot (the gen wraps) could meet
      * another key's arming with an identical chunk_next and read with this
      * entry's offsets. Negligible, and noted rather than paid for. */
     const smoe__vault_entry *e = &s->vault.index[key];
     if (!smoe__slot_take_chunk(s, rq.slot, rq.gen, key, &off, &len, &arming))
-        return; /* not armed yet, or every chunk of this arming is taken */
+        return 0; /* not armed yet, or every chunk of this arming is taken */
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
     uint64_t got = 0;
@@ -153,8 +178,29 @@ static void run_request(smoe__worker *wk, smoe__req rq)
                                 &why);
     else
         SMOE__COUNT(s, c_bytes_read, got);
-    if (smoe__slot_chunk_landed(s, rq.slot))
-        load_done(s, wk, rq.slot, key, arming, e);
+    if (smoe__slot_chunk_landed(s, rq.slot)) {
+        if (defer && s->verify && !err && hand_off_verify(s, rq.slot, rq.gen)) {
+            *landed = 2;
+            return 1;
+        }
+        (void)load_done(s, wk, rq.slot, key, arming, e);
+        *landed = 1;
+    }
+    return 1;
+}
+
+/* A verify token (hand_off_verify): every chunk of slot rq.slot's warm-up
+ * load has landed and nobody else touches the slot (STARTED, chunks all
+ * taken); hash it and publish. The queue's pop (acquire) pairs with the
+ * handing worker's push (release): its read's bytes are seen. */
+static void run_verify(smoe__worker *wk, smoe__req rq)
+{
+    struct smoe_stream *s = wk->s;
+    const uint32_t v = rq.slot;
+    /* acquire: [K] (slot.c): the key of the load this token finishes */
+    const uint32_t key = smoe__w_key(smoe__slot_word(&s->ring, v));
+    int err = load_done(s, wk, v, key, smoe__slot_arming(s, v), &s->vault.index[key]);
+    smoe__warmup_verify_end(s, key, err);
 }
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)
@@ -171,6 +217,32 @@ static int pop_request(struct smoe_stream *s, smoe__req *rq)
     return 1;
 }
 
+/*
+ * One unit of work, if there is any: a demand token, else a speculative
+ * one, else a chunk of this worker's warm-up share (warmup.c), so a
+ * warm-up yields to both at every chunk. 0 when there was none.
+ */
+static int work_once(smoe__worker *wk)
+{
+    struct smoe_stream *s = wk->s;
+    smoe__req rq;
+    int landed;
+    if (pop_request(s, &rq)) {
+        if (rq.gen & SMOE__REQ_VERIFY)
+            run_verify(wk, rq);
+        else
+            (void)run_request(wk, rq, 0, &landed);
+        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        return 1;
+    }
+    if (smoe__warmup_next(wk, &rq.slot, &rq.gen)) {
+        int took = run_request(wk, rq, 1, &landed);
+        smoe__warmup_ran(wk, took, landed);
+        return 1;
+    }
+    return 0;
+}
+
 static void set_thread_name(uint32_t id)
 {
     char name[16];
@@ -182,20 +254,14 @@ static void *worker_main(void *arg)
 {
     smoe__worker *wk = arg;
     struct smoe_stream *s = wk->s;
-    smoe__req rq;
     set_thread_name(wk->id);
     while (!atomic_load(&s->stop)) {
-        if (pop_request(s, &rq)) {
-            run_request(wk, rq);
-            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        if (work_once(wk))
             continue;
-        }
         atomic_fetch_add(&s->idle, 1);
         uint32_t seq = atomic_load(&s->work_seq);
-        if (pop_request(s, &rq)) {
+        if (work_once(wk)) {
             atomic_fetch_sub(&s->idle, 1);
-            run_request(wk, rq);
-            smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
             continue;
         }
         if (!atomic_load(&s->stop)) {

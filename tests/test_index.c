@@ -14,7 +14,9 @@
  * of one range of one file, the image covered once, the sizes bounded,
  * near extents merged) and a load issuing one read per chunk; --no-hash;
  * the descriptor budget; the hot path opening no file; and malformed index
- * vaults failing with the error classes of version 1.
+ * vaults failing with the error classes of version 1. Each checked vault
+ * is also warmed up (smoe_warmup, in layer order, into a ring smaller than
+ * it) and read back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -187,6 +189,42 @@ static void check_blob(smoe_stream *s, const smoe_blob *b, const fx_model *m,
 }
 
 /* Index vault at vault: every expert read back through the library. */
+/* smoe_warmup on the index vault: as many experts as the ring's 8 slots
+ * hold, in layer order, each verified on load and equal to its tensors. */
+static void check_warmup(const fx_model *m, const fx_expect *ex, size_t nex, const char *vault,
+                         uint32_t chunk)
+{
+    smoe_stream *s;
+    int rc = open_index(vault, SMOE_VERIFY_ON, chunk, &s);
+    if (rc)
+        fail_msg("open failed: %s", smoe_last_error());
+    const smoe__vault *v = &s->vault;
+    const uint32_t want = v->entries < 8 ? v->entries : 8;
+    assert_int_equal(smoe_warmup(s, NULL), (int)want);
+    assert_int_equal(smoe_warmup_wait(s, UINT64_MAX), 0);
+    smoe_stats st = tu_stats(s);
+    assert_int_equal(st.warmup_loaded, want);
+    assert_int_equal(st.warmup_failed, 0);
+    assert_int_equal(st.reads_failed, 0);
+    uint32_t seen = 0;
+    for (uint32_t l = 0; l < v->layers; l++)
+        for (uint32_t e = 0; e < v->experts; e++) {
+            if (!smoe__vault_entry_of(v, l, e))
+                continue;
+            smoe_blob b;
+            rc = smoe_claim(s, l, e, &b);
+            if (seen++ >= want) { /* past the ring: layer order chose the first */
+                assert_int_equal(rc, SMOE_ENOTRESIDENT);
+                continue;
+            }
+            if (rc < 0)
+                fail_msg("claim (%u, %u) after warm-up: %s", l, e, smoe_last_error());
+            check_blob(s, &b, m, ex, nex);
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+    assert_int_equal(smoe_close(s), 0);
+}
+
 static void check_index(const fx_model *m, const fx_expect *ex, size_t nex, const char *vault,
                         uint32_t layers, uint32_t experts, uint32_t dense_layers,
                         uint32_t chunk)
@@ -222,6 +260,7 @@ static void check_index(const fx_model *m, const fx_expect *ex, size_t nex, cons
     assert_int_equal(st.reads_failed, 0);
     assert_int_equal(st.verify, 1);
     assert_int_equal(smoe_close(s), 0);
+    check_warmup(m, ex, nex, vault, chunk);
     int t = tool("verify '%s'", vault);
     assert_true(t == 0 || t == -1);
     t = tool("inspect '%s'", vault);

@@ -224,6 +224,42 @@ static void test_read_retries(void **state)
     free(p);
 }
 
+/* smoe read --verify-both: four runs, shares (smoe_warmup) then blob
+ * order, each with verification off then on, every blob read and checked;
+ * --order names a single order; a bad one is refused. */
+static void test_read_orders(void **state)
+{
+    (void)state;
+    char *p = gen_vault("ro.smoe");
+    assert_int_equal(RUN("read", p, "--verify-both", "--hash", "--workers", "3", "--json"), 0);
+    json_object *j = json_tokener_parse(g_out);
+    assert_non_null(j);
+    json_object *runs, *v;
+    assert_true(json_object_object_get_ex(j, "runs", &runs));
+    assert_int_equal(json_object_array_length(runs), 4);
+    static const char *const order[4] = {"shares", "shares", "blobs", "blobs"};
+    for (size_t i = 0; i < 4; i++) {
+        json_object *r = json_object_array_get_idx(runs, i);
+        assert_true(json_object_object_get_ex(r, "order", &v));
+        assert_string_equal(json_object_get_string(v), order[i]);
+        assert_true(json_object_object_get_ex(r, "verify", &v));
+        assert_int_equal(json_object_get_boolean(v), (int)(i % 2));
+        assert_true(json_object_object_get_ex(r, "blobs", &v));
+        assert_int_equal(json_object_get_int64(v), 12);
+        assert_true(json_object_object_get_ex(r, "hash_mismatches", &v));
+        assert_int_equal(json_object_get_int64(v), 0);
+        assert_true(json_object_object_get_ex(r, "bytes_read", &v));
+        assert_true(json_object_get_int64(v) > 0);
+    }
+    json_object_put(j);
+    assert_int_equal(RUN("read", p, "--order", "shares"), 0);
+    tu_expect_contains(g_out, "shares (smoe_warmup): 12 blobs");
+    assert_true(strstr(g_out, "blob order") == NULL);
+    assert_int_equal(RUN("read", p, "--order", "sideways"), 1);
+    tu_expect_contains(g_err, "--order");
+    free(p);
+}
+
 /* smoe read streams a whole vault with direct I/O: the page cache gains
  * none of its pages (the freshly written vault's are dropped first). */
 static void test_read_page_cache(void **state)
@@ -353,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_verify_bad_vault),
         cmocka_unit_test(test_inspect_json),
         cmocka_unit_test(test_read_retries),
+        cmocka_unit_test(test_read_orders),
         cmocka_unit_test(test_read_page_cache),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_arguments),

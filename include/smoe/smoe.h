@@ -487,6 +487,67 @@ SMOE_API int smoe_release(smoe_stream *s, smoe_blob *blob);     /* since 1.0 */
  */
 SMOE_API int smoe_set_busy(smoe_stream *s, int busy);           /* since 1.0 */
 
+/* ---- warm-up (since 1.1) ---------------------------------------------- */
+
+typedef struct smoe_warmup_opts {
+    size_t struct_size;       /* sizeof(smoe_warmup_opts); set by _INIT */
+    /* since 1.1 */
+    uint32_t max_experts;     /* experts to load at most; 0: as many as the ring's
+                                 empty slots hold */
+    uint32_t workers;         /* parallel streams, one worker each; 0 or more than
+                                 opts.workers at open: every worker */
+    uint32_t flags;           /* none defined yet: must be 0 */
+} smoe_warmup_opts;
+
+#define SMOE_WARMUP_OPTS_INIT {sizeof(smoe_warmup_opts), 0, 0, 0}
+
+/*
+ * Fill the ring's empty slots at the drive's speed, e.g. at start-up when
+ * memory holds most of the model (docs/api.md, "Warm-up"). It picks the
+ * experts most likely to be used, by the popularity histogram's claim
+ * counts, most first, ties and experts never claimed in layer order
+ * (layer-major, then expert), skipping those already resident or in
+ * flight, as many as opts->max_experts or the ring's empty slots allow. It
+ * reads them in the vault's order (an index vault: layer order), split in
+ * contiguous shares of about equal bytes, one per worker: each worker reads
+ * its own share front to back in chunks of opts.chunk_bytes, so the drive
+ * sees that many sequential streams. It only takes empty slots: it never
+ * evicts an expert, its own loads included. Its loads are pre-warm loads
+ * (evictable, not counted against the speculative cap). Demand and
+ * speculative reads come first: a worker takes them before each warm-up
+ * chunk, so demand waits at most one chunk per worker. Progress is in
+ * smoe_stats (warmup_*). Returns at once; await it with
+ * smoe_warmup_wait(), stop it with smoe_warmup_cancel(). opts may be NULL
+ * (defaults); fields past opts->struct_size take their defaults.
+ * @return the number of experts chosen (0: nothing to do, no warm-up
+ *         runs); SMOE_EINVAL (NULL stream, bad struct_size, unknown
+ *         flags); SMOE_EBUSY (a warm-up is running); SMOE_ESHUTDOWN;
+ *         SMOE_ENOMEM.
+ * Thread safety: any thread. Allocates (its list of experts); the workers'
+ * part takes no lock and allocates nothing.
+ */
+SMOE_API int smoe_warmup(smoe_stream *s, const smoe_warmup_opts *opts); /* since 1.1 */
+
+/*
+ * Wait until the running warm-up, if any, has ended (every chosen expert
+ * loaded or failed, the ring full, or cancelled), up to timeout_ns
+ * (UINT64_MAX: no limit). Parks; never spins.
+ * @return 0 (also when none runs); SMOE_ETIMEDOUT; SMOE_ESHUTDOWN when the
+ *         stream was shut down before the warm-up ended; SMOE_EINVAL.
+ * Thread safety: any number of threads at once.
+ */
+SMOE_API int smoe_warmup_wait(smoe_stream *s, uint64_t timeout_ns);    /* since 1.1 */
+
+/*
+ * Stop the running warm-up: each worker finishes the expert it is reading
+ * (a load begun is never left half done) and begins no other. Returns once
+ * no worker reads for the warm-up any more (or the stream is shut down).
+ * Experts it loaded stay resident.
+ * @return 0 (also when none runs); SMOE_EINVAL.
+ * Thread safety: any thread.
+ */
+SMOE_API int smoe_warmup_cancel(smoe_stream *s);                      /* since 1.1 */
+
 /*
  * Save the popularity histogram now: temporary file, fsync, rename
  * (docs/freq-format.md). On failure the previous file is left intact.
@@ -666,6 +727,14 @@ typedef struct smoe_stats {
     uint64_t evict_scanned;       /* slots those scans looked at */
     uint64_t evict_rescored;      /* reuse: slot scores recomputed by scans */
     uint64_t reuse_examples;      /* reuse: demand requests' examples learned from */
+    /* since 1.1: warm-up (smoe_warmup), the last one started */
+    uint64_t warmup_running;      /* 1 while it runs */
+    uint64_t warmup_experts;      /* experts it chose */
+    uint64_t warmup_loaded;       /* of which READY (or claimed) after its load */
+    uint64_t warmup_failed;       /* of which failed (read or checksum) */
+    uint64_t warmup_bytes;        /* padded bytes of the loaded experts */
+    uint64_t warmup_ns;           /* from smoe_warmup to its end (or to now) */
+    uint64_t warmup_bytes_per_s;  /* warmup_bytes / warmup_ns */
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */

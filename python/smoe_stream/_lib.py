@@ -108,7 +108,11 @@ freq_status freq_saving freq_saves freq_save_errors prewarm_slots prewarm_passes
 prewarm_reads prewarm_hits spec_chunk_bytes eviction evict_scans evict_scanned
 evict_rescored reuse_examples""".split()
 
-Stats = _versioned("smoe_stats", [(f, u64, V1_0) for f in _STATS_U64])
+_STATS_U64_1_1 = """warmup_running warmup_experts warmup_loaded warmup_failed warmup_bytes
+warmup_ns warmup_bytes_per_s""".split()
+
+Stats = _versioned("smoe_stats", [(f, u64, V1_0) for f in _STATS_U64] +
+                   [(f, u64, V1_1) for f in _STATS_U64_1_1])
 
 RingRegion = _versioned("smoe_ring_region", [
     ("base", vp, V1_0), ("length", u64, V1_0), ("slot_stride", u64, V1_0),
@@ -173,6 +177,10 @@ claim = _fn("smoe_claim", c_int, S, u32, u32, ctypes.POINTER(BlobDesc))
 claim_wait = _fn("smoe_claim_wait", c_int, S, u32, u32, u64, ctypes.POINTER(BlobDesc))
 release = _fn("smoe_release", c_int, S, ctypes.POINTER(BlobDesc))
 set_busy = _fn("smoe_set_busy", c_int, S, c_int)
+# since 1.1; opts NULL: the defaults
+warmup = _fn("smoe_warmup", c_int, S, vp)
+warmup_wait = _fn("smoe_warmup_wait", c_int, S, u64)
+warmup_cancel = _fn("smoe_warmup_cancel", c_int, S)
 freq_save = _fn("smoe_freq_save", c_int, S)
 ring_region_get = _fn("smoe_ring_region_get", c_int, S, ctypes.POINTER(RingRegion))
 vault_info_get = _fn("smoe_vault_info_get", c_int, S, ctypes.POINTER(VaultInfo))

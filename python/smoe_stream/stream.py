@@ -207,6 +207,23 @@ class Stream:
         """Engine busy flag: no pre-warm reads start while busy."""
         raise_for(_lib.set_busy(self._handle(), 1 if busy else 0))
 
+    def warmup(self):
+        """Fill the ring's empty slots with the likeliest experts at the
+        drive's speed (smoe_warmup, default options); returns at once, with
+        the number of experts chosen."""
+        rc = _lib.warmup(self._handle(), None)
+        raise_for(rc, "warmup %s" % self.path)
+        return rc
+
+    def warmup_wait(self, timeout=None):
+        """Wait for the running warm-up to end (Timeout after `timeout` s)."""
+        ns = _FOREVER if timeout is None else max(0, int(timeout * 1e9))
+        raise_for(_lib.warmup_wait(self._handle(), ns))
+
+    def warmup_cancel(self):
+        """Stop the running warm-up; returns once no worker reads for it."""
+        raise_for(_lib.warmup_cancel(self._handle()))
+
     def freq_save(self):
         """Save the popularity histogram now."""
         raise_for(_lib.freq_save(self._handle()), "freq_save %s" % self.path)

@@ -274,7 +274,7 @@ def test_queries(tmp):
         r = s.ring_region()
         assert r["length"] == r["slots"] * r["slot_stride"] and r["base"] % 16384 == 0
         st = s.stats()
-        assert set(st) == set(_lib._STATS_U64)
+        assert set(st) == set(_lib._STATS_U64 + _lib._STATS_U64_1_1)
         assert st["slots"] == r["slots"]
         s.set_busy(True)
         s.set_busy(False)
@@ -289,6 +289,22 @@ def test_cancel(tmp):
         with s.claim(0, 1):
             pass
         assert s.cancel(0, 1) is False  # READY, not queued
+
+
+def test_warmup(tmp):
+    p = str(tmp / "v.smoe")
+    write_vault(p, 3, 5)
+    with open_stream(p) as s:
+        n = s.warmup()
+        assert n == 15
+        s.warmup_wait()
+        st = s.stats()
+        assert (st["warmup_running"], st["warmup_experts"], st["warmup_loaded"]) == (0, 15, 15)
+        assert st["warmup_bytes"] > 0
+        s.warmup_cancel()  # none runs: nothing to do
+        assert s.warmup() == 0  # every expert resident already
+        with s.claim(2, 4):
+            pass
 
 
 def test_shutdown_and_close(tmp):

@@ -139,6 +139,8 @@ typedef struct bench_result {
     uint64_t freq_status;     /* SMOE_FREQ_*: the histogram found at open */
     uint64_t prewarm_slots, prewarm_passes, prewarm_reads, prewarm_hits;
     uint64_t prewarm_reads_idle; /* pre-warm reads queued before the first token */
+    uint64_t warmup_loaded_idle; /* experts smoe_warmup loaded before the first token */
+    uint64_t warmup_bytes_idle;  /* and their bytes */
 } bench_result;
 
 /* Per-token wait accounting and the progress line, shared by the loops

@@ -86,7 +86,8 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
         printf("library: pre-warm %s, histogram %s, ", prewarm ? "on" : "off",
                freq ? "on (<vault>.freq: loaded at open, saved at close)" : "off");
         if (cfg->idle_ms)
-            printf("idle %u ms after open, then busy for the replay\n", cfg->idle_ms);
+            printf("idle %u ms after open (smoe_warmup running, cancelled at its end), then "
+                   "busy for the replay\n", cfg->idle_ms);
         else
             printf("no idle time before the first token, busy never set\n");
     }
@@ -181,6 +182,10 @@ static void print_first_tokens(const bench_result *res, int n)
                    freq_name(r->freq_status), (unsigned long long)r->prewarm_reads,
                    (unsigned long long)r->prewarm_reads_idle,
                    (unsigned long long)r->prewarm_hits, (unsigned long long)r->prewarm_passes);
+        if (is_library(r->mode) && r->warmup_loaded_idle)
+            printf("; warm-up %llu experts (%.1f MiB) before the first token",
+                   (unsigned long long)r->warmup_loaded_idle,
+                   (double)r->warmup_bytes_idle / 1048576.0);
         printf("\n");
     }
 }
@@ -263,6 +268,8 @@ static json_object *library_json(const bench_result *r)
     add_u64(l, "prewarm_passes", r->prewarm_passes);
     add_u64(l, "prewarm_reads", r->prewarm_reads);
     add_u64(l, "prewarm_reads_before_first_token", r->prewarm_reads_idle);
+    add_u64(l, "warmup_experts_before_first_token", r->warmup_loaded_idle);
+    add_u64(l, "warmup_bytes_before_first_token", r->warmup_bytes_idle);
     add_u64(l, "prewarm_hits", r->prewarm_hits);
     return l;
 }

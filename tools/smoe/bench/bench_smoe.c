@@ -6,9 +6,13 @@
  * simulate compute, release. Hits, joins and misses come from the demand
  * prefetch's status, the same way the offline simulators count them.
  *
- * With --idle-ms the library is left idle that long after open (pre-warm,
- * when on, runs then) and marked busy (smoe_set_busy) for the replay, as
- * an engine marks the time it decodes; without it busy is never set.
+ * With --idle-ms the library is left idle that long after open, with a
+ * start-up warm-up (smoe_warmup: the ring's empty slots filled with the
+ * likeliest experts at the drive's speed) running and pre-warm, when on,
+ * running too; the warm-up is then cancelled (its reads would count in the
+ * replay's figures) and the library marked busy (smoe_set_busy) for the
+ * replay, as an engine marks the time it decodes; without it busy is
+ * never set and nothing is warmed up.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -246,12 +250,17 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         /* An engine between requests: idle, so pre-warm (when on) may load
          * the histogram's hottest experts; then busy for the replay, as an
          * engine is while it decodes. */
+        (void)smoe_warmup(s, NULL);
         idle(env->cfg->idle_ms);
+        (void)smoe_warmup_cancel(s);
         (void)smoe_set_busy(s, 1);
     }
     smoe_stats st0 = SMOE_STATS_INIT;
-    if (smoe_get_stats(s, &st0) == 0)
+    if (smoe_get_stats(s, &st0) == 0) {
         r->prewarm_reads_idle = st0.prewarm_reads;
+        r->warmup_loaded_idle = st0.warmup_loaded;
+        r->warmup_bytes_idle = st0.warmup_bytes;
+    }
     bench_clock c;
     int rc = -1;
     if (bench_clock_init(&c, env, bench_mode_name(r->mode)) < 0) {

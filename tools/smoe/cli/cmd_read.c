@@ -1,8 +1,16 @@
 /*
- * cmd_read.c - `smoe read`: stream every blob of a vault once through the
- * library (prefetch ahead, claim, optionally hash, release) and report the
- * throughput. The ring is sized to what streaming needs, a few slots per
- * worker, so it starts at once whatever the vault's size.
+ * cmd_read.c - `smoe read`: a drive test through the library. Reads every
+ * blob of a vault once, two ways, each on a fresh stream:
+ *  - shares: smoe_warmup over a ring that holds the whole vault (as much of
+ *    it as memory allows: the ring's automatic size), so each
+ *    worker reads its own contiguous share of the file front to back (the
+ *    drive sees one sequential stream per worker, as fio psync with one job
+ *    per worker does); timed from smoe_warmup to smoe_warmup_wait;
+ *  - blobs: prefetch ahead, claim, release in file order with a ring of a
+ *    few slots per worker (what decode sees: one stream at the workers'
+ *    depth).
+ * Then every blob is claimed (and, with --hash, hashed in this thread) to
+ * check it, untimed after a shares run.
  */
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -18,29 +26,40 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: smoe read VAULT [options]\n"
-            "Stream every blob once through the library and report bytes, seconds and GB/s.\n\n"
+            "Read every blob once through the library and report bytes, seconds and GB/s.\n\n"
+            "  --order WHICH   shares: smoe_warmup, one contiguous share of the file per\n"
+            "                  worker (the drive's speed); blobs: prefetch, claim, release\n"
+            "                  in file order (what decode sees); both (default): shares,\n"
+            "                  then blobs\n"
             "  --workers N     I/O worker threads (default 16)\n"
-            "  --slots N       ring slots (default: 3 per worker, at least 8)\n"
+            "  --slots N       ring slots (blobs: default 3 per worker, at least 8;\n"
+            "                  shares: default automatic, one per blob when memory\n"
+            "                  holds the vault; a smaller ring reads that many blobs)\n"
             "  --verify        check each blob's XXH3 as it lands (library option)\n"
             "  --no-verify     do not check (default: the library's default)\n"
+            "  --verify-both   each order twice: verification off, then on (shares\n"
+            "                  verified: one worker more than --workers, to hash)\n"
             "  --hash          also hash each claimed blob in this thread\n"
             "  --buffered      buffered reads instead of direct I/O\n"
             "  --chunk BYTES   read chunk (multiple of 16 KiB; default: the library's)\n"
             "  --retries N     read a blob whose read failed again, up to N times (default 0:\n"
             "                  the first failure ends the run)\n"
-            "  --json          print the result as JSON\n");
+            "  --json          print the result as JSON (the first run's fields, and\n"
+            "                  \"runs\": every run)\n");
 }
 
 static const char cmd[] = "read";
+
+enum { ORDER_SHARES = 1, ORDER_BLOBS = 2, ORDER_BOTH = 3 };
 
 typedef struct read_args {
     const char *path;
     uint32_t workers, slots, retries;
     uint64_t chunk;
-    int verify, json, hash, buffered;
+    int verify, json, hash, buffered, order, verify_both;
 } read_args;
 
-enum { OPT_WORKERS = 1, OPT_SLOTS, OPT_RETRIES, OPT_CHUNK };
+enum { OPT_WORKERS = 1, OPT_SLOTS, OPT_RETRIES, OPT_CHUNK, OPT_ORDER };
 
 static int read_opt(void *ctx, const tool_opt *o, const char *v)
 {
@@ -53,6 +72,12 @@ static int read_opt(void *ctx, const tool_opt *o, const char *v)
     case OPT_SLOTS:
         if (tool_parse_u32(v, 2, 1u << 20, &a->slots))
             return tool_error(cmd, "--slots: expected 2..1048576, got '%s'", v);
+        break;
+    case OPT_ORDER:
+        a->order = !strcmp(v, "shares") ? ORDER_SHARES : !strcmp(v, "blobs") ? ORDER_BLOBS
+                   : !strcmp(v, "both") ? ORDER_BOTH : 0;
+        if (!a->order)
+            return tool_error(cmd, "--order: expected shares, blobs or both, got '%s'", v);
         break;
     case OPT_RETRIES:
         if (tool_parse_u32(v, 0, 1000000, &a->retries))
@@ -72,7 +97,10 @@ static int parse_args(int argc, char **argv, read_args *a)
     memset(a, 0, sizeof *a);
     a->workers = 16;
     a->verify = SMOE_VERIFY_DEFAULT;
+    a->order = ORDER_BOTH;
     const tool_opt opts[] = {
+        TOOL_VALUE("--order", OPT_ORDER),
+        TOOL_FLAG("--verify-both", &a->verify_both, 1),
         TOOL_VALUE("--workers", OPT_WORKERS),
         TOOL_VALUE("--slots", OPT_SLOTS),
         TOOL_VALUE("--retries", OPT_RETRIES),
@@ -89,19 +117,20 @@ static int parse_args(int argc, char **argv, read_args *a)
         .min_operands = 1, .max_operands = 1, .extra = "one vault only ('%s' and '%s')",
         .missing = "which vault?", .usage_on_error = 1,
     };
-    int rc = tool_args_parse(&cli, argc, argv, read_opt, a);
-    if (!a->slots)
-        a->slots = a->workers * 3 < 8 ? 8 : a->workers * 3;
-    return rc;
+    return tool_args_parse(&cli, argc, argv, read_opt, a);
 }
 
 /* What a run measured. */
 typedef struct read_run {
-    uint32_t n;                       /* blobs */
+    int order;                        /* ORDER_SHARES or ORDER_BLOBS */
+    uint32_t verify, slots;           /* SMOE_VERIFY_*, ring slots asked for */
+    uint32_t n;                       /* blobs read */
     uint64_t payload, bad, retried;   /* bytes claimed, hash mismatches, reads retried */
     uint64_t components;              /* the claimed components' bytes */
+    uint64_t bytes;                   /* bytes read in the timed part */
     uint64_t open_ns, ns;
     int index;                        /* an index vault */
+    smoe_stats st;                    /* at the end of the run */
 } read_run;
 
 /* The library's warnings (a source file modified since indexing, a small
@@ -116,9 +145,12 @@ static void log_warning(void *user, int level, const char *msg)
 static smoe_stream *open_stream(const read_args *a, read_run *run)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
-    o.workers = a->workers;
-    o.ring_slots = a->slots;
-    o.verify = (uint32_t)a->verify;
+    /* Shares verified: one worker more than streams, free to take the
+     * hashing of each landed blob (a verify token) while the streams read
+     * on (docs/api.md, "Warm-up"). */
+    o.workers = a->workers + (run->order == ORDER_SHARES && run->verify == SMOE_VERIFY_ON);
+    o.ring_slots = run->slots;
+    o.verify = run->verify;
     o.chunk_bytes = (uint32_t)a->chunk;
     o.log_fn = log_warning;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS |
@@ -151,7 +183,7 @@ static int claim(smoe_stream *s, uint32_t l, uint32_t e, uint32_t retries, read_
 static int stream_all(const read_args *a, smoe_stream *s, const smoe__vault *v,
                       const uint32_t *order, read_run *run)
 {
-    const uint32_t window = a->slots - 1, E = v->experts;
+    const uint32_t window = run->slots - 1, E = v->experts;
     uint32_t ahead = 0;
     int r = 0;
     uint64_t t0 = tool_now_ns();
@@ -168,17 +200,72 @@ static int stream_all(const read_args *a, smoe_stream *s, const smoe__vault *v,
         r = smoe_release(s, &b);
     }
     run->ns = tool_now_ns() - t0;
+    smoe_stats st = SMOE_STATS_INIT;
+    smoe_get_stats(s, &st);
+    run->bytes = st.bytes_read;
     return r < 0 ? r : 0;
 }
 
-static void print_json(const read_args *a, const read_run *run, const smoe_stats *st,
-                       double sec, double gbs, uint64_t rss)
+/* Check one blob a warm-up loaded: claim it (again, up to `retries`
+ * times, after a failed read), hash it if asked, release it. 0: checked,
+ * 1: not resident (the ring held fewer), or the library's error. */
+static int check_blob(const read_args *a, smoe_stream *s, const smoe__vault *v, uint32_t key,
+                      read_run *run)
 {
+    const uint32_t E = v->experts;
+    smoe_blob b;
+    int r = smoe_claim(s, key / E, key % E, &b);
+    if (r == SMOE_ENOTRESIDENT)
+        return 1;
+    if (r == SMOE_EIO || r == SMOE_ECHECKSUM || r == SMOE_ETRUNC)
+        r = a->retries ? claim(s, key / E, key % E, a->retries, run, &b) : r;
+    if (r < 0)
+        return r;
+    run->n++;
+    run->payload += b.size;
+    run->components += v->layouts[b.layout].min_bytes;
+    if (a->hash && vault_blob_hash(s, v, &b) != v->index[key].hash)
+        run->bad++;
+    return smoe_release(s, &b);
+}
+
+/* The whole vault (or as much as the ring holds) by smoe_warmup, timed;
+ * then every loaded blob checked, untimed. 0, or the library's error. */
+static int shares_all(const read_args *a, smoe_stream *s, const smoe__vault *v,
+                      const uint32_t *order, uint32_t nblobs, read_run *run)
+{
+    smoe_warmup_opts wo = SMOE_WARMUP_OPTS_INIT;
+    wo.workers = a->workers;
+    uint64_t t0 = tool_now_ns();
+    int r = smoe_warmup(s, &wo);
+    if (r >= 0)
+        r = smoe_warmup_wait(s, UINT64_MAX);
+    run->ns = tool_now_ns() - t0;
+    if (r < 0)
+        return r;
+    smoe_stats st = SMOE_STATS_INIT;
+    smoe_get_stats(s, &st);
+    run->bytes = st.bytes_read;
+    for (uint32_t i = 0; i < nblobs && r >= 0; i++)
+        r = check_blob(a, s, v, order[i], run);
+    return r < 0 ? r : 0;
+}
+
+static const char *order_name(int order)
+{
+    return order == ORDER_SHARES ? "shares" : "blobs";
+}
+
+static json_object *run_json(const read_args *a, const read_run *run, double sec, double gbs,
+                             uint64_t rss)
+{
+    const smoe_stats *st = &run->st;
     json_object *j = json_object_new_object();
     json_object_object_add(j, "vault", json_object_new_string(a->path));
+    json_object_object_add(j, "order", json_object_new_string(order_name(run->order)));
     json_object_object_add(j, "blobs", json_object_new_int64(run->n));
     json_object_object_add(j, "payload_bytes", json_object_new_int64((int64_t)run->payload));
-    json_object_object_add(j, "bytes_read", json_object_new_int64((int64_t)st->bytes_read));
+    json_object_object_add(j, "bytes_read", json_object_new_int64((int64_t)run->bytes));
     json_object_object_add(j, "component_bytes", json_object_new_int64((int64_t)run->components));
     json_object_object_add(j, "index_vault", json_object_new_boolean(run->index));
     json_object_object_add(j, "seconds", json_object_new_double(sec));
@@ -195,46 +282,105 @@ static void print_json(const read_args *a, const read_run *run, const smoe_stats
     json_object_object_add(j, "hash_mismatches", json_object_new_int64((int64_t)run->bad));
     json_object_object_add(j, "reads_failed", json_object_new_int64((int64_t)st->reads_failed));
     json_object_object_add(j, "retries", json_object_new_int64((int64_t)run->retried));
-    printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
-    json_object_put(j);
+    return j;
 }
 
-static void print_text(const read_args *a, const read_run *run, const smoe_stats *st,
-                       double sec, double gbs, uint64_t rss)
+static void print_text(const read_args *a, const read_run *run, double sec, double gbs,
+                       uint64_t rss)
 {
-    printf("%s: %u blobs, %.1f MiB read in %.3f s: %.3f GB/s (%s I/O, %u workers, "
-           "%llu KiB chunks, verify %s)\n",
-           a->path, run->n, (double)st->bytes_read / 1048576.0, sec, gbs,
+    const smoe_stats *st = &run->st;
+    printf("%s: %s: %u blobs, %.1f MiB read in %.3f s: %.3f GB/s (%s I/O, %u workers, "
+           "%llu KiB chunks, verify %s%s)\n",
+           a->path, run->order == ORDER_SHARES ? "shares (smoe_warmup)" : "blob order",
+           run->n, (double)run->bytes / 1048576.0, sec, gbs,
            st->io_mode == SMOE_IO_DIRECT ? "direct" : "buffered", a->workers,
-           (unsigned long long)st->chunk_bytes / 1024, st->verify ? "on" : "off");
-    printf("ring: %llu slots x %llu bytes = %.1f MiB; peak RSS %.1f MiB; open %.3f s\n",
+           (unsigned long long)st->chunk_bytes / 1024, st->verify ? "on" : "off",
+           st->workers > a->workers ? ", one more worker hashing" : "");
+    printf("  ring: %llu slots x %llu bytes = %.1f MiB; peak RSS %.1f MiB; open %.3f s\n",
            (unsigned long long)st->slots, (unsigned long long)st->slot_bytes,
            (double)st->ring_bytes / 1048576.0, (double)rss / 1048576.0,
            (double)run->open_ns / 1e9);
     if (run->index)
-        printf("index vault: %.1f MiB of components; %.1f MiB more read for the read "
+        printf("  index vault: %.1f MiB of components; %.1f MiB more read for the read "
                "alignment (%.2f%%)\n", (double)run->components / 1048576.0,
                (double)(st->bytes_read - run->components) / 1048576.0,
                run->components ? 100.0 * (double)(st->bytes_read - run->components) /
                                      (double)run->components : 0.0);
     if (a->hash)
-        printf("hash mismatches: %llu\n", (unsigned long long)run->bad);
+        printf("  hash mismatches: %llu\n", (unsigned long long)run->bad);
     if (st->reads_failed || run->retried)
-        printf("reads failed: %llu; blobs read again: %llu\n",
+        printf("  reads failed: %llu; blobs read again: %llu\n",
                (unsigned long long)st->reads_failed, (unsigned long long)run->retried);
 }
 
-static void report(const read_args *a, smoe_stream *s, const read_run *run)
+/* One run on a fresh stream: 0, or the exit status of a failure. */
+static int one_run(const read_args *a, const smoe__vault *v, const uint32_t *order,
+                   uint32_t nblobs, read_run *run)
 {
-    smoe_stats st = SMOE_STATS_INIT;
-    smoe_get_stats(s, &st);
-    double sec = (double)run->ns / 1e9;
-    double gbs = sec > 0 ? (double)st.bytes_read / sec / 1e9 : 0;
-    uint64_t rss = tool_peak_rss();
-    if (a->json)
-        print_json(a, run, &st, sec, gbs, rss);
-    else
-        print_text(a, run, &st, sec, gbs, rss);
+    smoe_stream *s = open_stream(a, run);
+    if (!s)
+        return tool_error(cmd, "%s", smoe_last_error());
+    run->index = v->version == SMOE__VAULT_VERSION_INDEX;
+    int r;
+    if (run->order == ORDER_SHARES) {
+        r = shares_all(a, s, v, order, nblobs, run);
+    } else {
+        run->n = nblobs;
+        r = stream_all(a, s, v, order, run);
+    }
+    int rc = r < 0 ? tool_error(cmd, "%s", smoe_last_error()) : 0;
+    run->st = (smoe_stats)SMOE_STATS_INIT;
+    smoe_get_stats(s, &run->st);
+    smoe_close(s);
+    return rc;
+}
+
+/* The runs --order and --verify-both ask for, each reported. */
+static int all_runs(const read_args *a, const smoe__vault *v, const uint32_t *order,
+                    uint32_t nblobs)
+{
+    json_object *top = NULL, *runs = json_object_new_array();
+    int rc = 0;
+    for (int o = ORDER_SHARES; o <= ORDER_BLOBS && rc == 0; o++) {
+        if (!(a->order & o))
+            continue;
+        for (int k = 0; k < (a->verify_both ? 2 : 1) && rc == 0; k++) {
+            read_run run;
+            memset(&run, 0, sizeof run);
+            run.order = o;
+            run.verify = a->verify_both ? (k ? SMOE_VERIFY_ON : SMOE_VERIFY_OFF)
+                                        : (uint32_t)a->verify;
+            /* shares: automatic sizing, which stops at one slot per blob
+             * (docs/budget.md): the whole vault when memory holds it */
+            run.slots = a->slots ? a->slots : o == ORDER_SHARES ? 0
+                        : a->workers * 3 < 8 ? 8 : a->workers * 3;
+            if ((rc = one_run(a, v, order, nblobs, &run)) != 0)
+                break;
+            double sec = (double)run.ns / 1e9;
+            double gbs = sec > 0 ? (double)run.bytes / sec / 1e9 : 0;
+            uint64_t rss = tool_peak_rss();
+            if (a->json) {
+                json_object *j = run_json(a, &run, sec, gbs, rss);
+                json_object_array_add(runs, j);
+                if (!top)
+                    top = json_object_get(j);
+            } else {
+                print_text(a, &run, sec, gbs, rss);
+            }
+            rc = run.bad ? 1 : 0;
+        }
+    }
+    if (top) {
+        json_object *copy = NULL;
+        json_object_deep_copy(top, &copy, NULL);
+        json_object_object_add(copy, "runs", runs);
+        printf("%s\n", json_object_to_json_string_ext(copy, JSON_C_TO_STRING_PRETTY));
+        json_object_put(copy);
+        json_object_put(top);
+    } else {
+        json_object_put(runs);
+    }
+    return rc;
 }
 
 int cmd_read(int argc, char **argv)
@@ -243,29 +389,17 @@ int cmd_read(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
         return rc;
-    read_run run;
-    memset(&run, 0, sizeof run);
-    smoe_stream *s = open_stream(&a, &run);
-    if (!s)
-        return tool_error(cmd, "%s", smoe_last_error());
     /* The library's own vault reader gives the order of blobs on disk. */
     smoe__vault v;
-    if (smoe__vault_load(&v, a.path, &smoe__io_os) < 0) {
-        smoe_close(s);
+    if (smoe__vault_load(&v, a.path, &smoe__io_os) < 0)
         return tool_error(cmd, "%s", smoe_last_error());
-    }
-    run.index = v.version == SMOE__VAULT_VERSION_INDEX;
-    uint32_t *order = vault_keys_by_offset(&v, &run.n);
+    uint32_t n = 0;
+    uint32_t *order = vault_keys_by_offset(&v, &n);
     if (!order)
         rc = tool_error(cmd, "out of memory");
-    else if (stream_all(&a, s, &v, order, &run) < 0)
-        rc = tool_error(cmd, "%s", smoe_last_error());
-    else {
-        report(&a, s, &run);
-        rc = run.bad ? 1 : 0;
-    }
+    else
+        rc = all_runs(&a, &v, order, n);
     free(order);
     smoe__vault_free(&v);
-    smoe_close(s);
     return rc;
 }

@@ -1,0 +1,467 @@
+/*
+ * warmup.c - smoe_warmup, smoe_warmup_wait, smoe_warmup_cancel: fill the
+ * ring's empty slots at the drive's speed.
+ *
+ * The choice: the experts neither resident nor in flight, by claim count
+ * (most first), ties and unclaimed experts in layer order, as many as the
+ * ring's empty slots (or opts.max_experts). The order they are read in is
+ * the vault's (file offset; an index vault's blobs have none, so key
+ * order), cut into one contiguous share of about equal bytes per worker.
+ * The drive then sees one sequential stream per worker, each request a
+ * whole chunk (opts.chunk_bytes at open), as `fio --rw=read` with one job
+ * per region does: reading blobs in request order instead, one blob per
+ * worker, gives it a single stream at the workers' depth, which reaches
+ * about three quarters of that (docs/benchmarks.md, "Cold reads").
+ *
+ * The workers do the reading, between their queues' tokens: each worker
+ * takes demand tokens first, then speculative ones, and only when both
+ * queues are empty a chunk of its own share (worker.c), so demand waits at
+ * most one chunk per worker. A warm-up load is a pre-warm load that no
+ * token was queued for: its worker reserves an EMPTY slot, arms it in
+ * demand-sized chunks and reads them itself, one after the other. Demand
+ * joining it upgrades it as any speculative read (prefetch.c): the demand
+ * tokens then spread its remaining chunks over idle workers.
+ *
+ * Invariants:
+ *  - Only EMPTY slots are taken: the warm-up never evicts.
+ *  - A share's cursor (warmup.h) is moved only by its worker while the
+ *    warm-up runs, and written by smoe_warmup only while none runs; the
+ *    order, nshares and the cursors are written before the release store
+ *    of RUNNING, and a worker reads them after an acquire load of state
+ *    and of its cursor.
+ *  - A load begun is finished by its worker (or by demand tokens), cancel
+ *    or not: an armed slot is never left without a reader while the
+ *    workers run.
+ *  - `active` counts shares not FINISHED; the worker that finishes the
+ *    last one ends the warm-up: state IDLE, done_seq bumped, waiters woken.
+ *
+ * Hot path: smoe__warmup_next and smoe__warmup_ran take no lock and
+ * allocate nothing; when no warm-up runs they cost one load.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "error.h"
+#include "internal.h"
+#include "platform/park.h"
+#include "warmup.h"
+
+#define CUR_MASK 0x7fffffffull
+
+static uint64_t cur_make(uint32_t next, uint32_t end)
+{
+    return ((uint64_t)next << 32) | end;
+}
+
+/* An EMPTY slot: 1 with *v and its word. */
+static int find_empty(struct smoe_stream *s, uint32_t *v, uint64_t *w)
+{
+    const uint32_t n = s->ring.nslots;
+    /* relaxed: only where to start looking */
+    uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t u = start + i < n ? start + i : start + i - n;
+        /* the slot we go on to take is seen with its readers done */
+        uint64_t x = smoe__slot_word(&s->ring, u);
+        if (smoe__w_state(x) == SMOE__SLOT_EMPTY) {
+            /* relaxed: a hint for the next scan */
+            atomic_store_explicit(&s->empty_hint, u + 1, memory_order_relaxed);
+            *v = u;
+            *w = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Begin key's warm-up load: 1 (armed, *v, *gen), 0 (resident or in flight
+ * already: skip it), -1 (no EMPTY slot left). */
+static int begin_load(struct smoe_stream *s, uint32_t key, uint32_t *v, uint32_t *gen)
+{
+    if (!smoe__map_try_reserve(s->map, key))
+        return 0;
+    uint64_t w;
+    do {
+        if (!find_empty(s, v, &w)) {
+            smoe__map_unreserve(s->map, key);
+            return -1;
+        }
+    } while (!smoe__slot_reserve(s, *v, &w, key, SMOE__W_SPEC | SMOE__W_PREWARM, gen));
+    if (s->reuse)
+        smoe__reuse_forget(s->reuse, *v);
+    smoe__touch(s, *v);
+    smoe__map_point(s->map, key, *v, *gen);
+    /* demand-sized chunks: large requests; no tokens, this worker reads them */
+    (void)smoe__slot_arm(s, *v, *gen, key, 1);
+    return 1;
+}
+
+/* The warm-up has ended (its last share finished). */
+static void end_warmup(struct smoe_stream *s)
+{
+    smoe__warmup *wu = &s->warmup;
+    /* relaxed: statistics; the state store below publishes it */
+    atomic_store_explicit(&wu->t_end, smoe__now_ns(), memory_order_relaxed);
+    atomic_store(&wu->state, SMOE__WU_IDLE);
+    atomic_fetch_add(&wu->done_seq, 1);
+    smoe__park_wake(&wu->done_seq, INT_MAX);
+}
+
+static void finish_share(struct smoe_stream *s, smoe__warmup_share *sh, uint64_t c)
+{
+    /* release: pairs with smoe_warmup's acquire loads of the cursors
+     * (through `active`), so a new warm-up sees this worker done with it */
+    atomic_store_explicit(&sh->cur, c | SMOE__WU_FINISHED, memory_order_release);
+    if (atomic_fetch_sub(&s->warmup.active, 1) == 1)
+        end_warmup(s);
+}
+
+int smoe__warmup_next(smoe__worker *wk, uint32_t *slot, uint32_t *gen)
+{
+    struct smoe_stream *s = wk->s;
+    smoe__warmup *wu = &s->warmup;
+    /* acquire: pairs with smoe_warmup's release store of RUNNING (order,
+     * nshares, the cursors) */
+    uint32_t st = atomic_load_explicit(&wu->state, memory_order_acquire);
+    /* relaxed: ordered by the acquire load of state above */
+    if (!(st & SMOE__WU_RUNNING) ||
+        wk->id >= atomic_load_explicit(&wu->nshares, memory_order_relaxed))
+        return 0;
+    smoe__warmup_share *sh = &wu->share[wk->id];
+    /* acquire: pairs with smoe_warmup's release store of this cursor */
+    uint64_t c = atomic_load_explicit(&sh->cur, memory_order_acquire);
+    if (c & SMOE__WU_FINISHED)
+        return 0;
+    if (sh->have) {
+        *slot = sh->slot;
+        *gen = sh->gen;
+        return 1;
+    }
+    uint32_t next = (uint32_t)(c >> 32) & CUR_MASK, end = (uint32_t)(c & CUR_MASK);
+    if ((st & SMOE__WU_CANCEL) || atomic_load(&s->stop))
+        next = end;
+    while (next < end) {
+        uint32_t key = wu->order[next++];
+        int r = begin_load(s, key, slot, gen);
+        if (r > 0) {
+            /* relaxed: this worker is the cursor's only writer while it runs */
+            atomic_store_explicit(&sh->cur, cur_make(next, end), memory_order_relaxed);
+            sh->slot = *slot;
+            sh->gen = *gen;
+            sh->key = key;
+            sh->have = 1;
+            return 1;
+        }
+        if (r < 0)
+            next = end; /* the ring is full */
+    }
+    finish_share(s, sh, cur_make(end, end));
+    return 0;
+}
+
+/* Count slot v's warm-up load of key (gen) by the state it ended in. */
+static void count_load(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t gen)
+{
+    uint64_t w = smoe__slot_peek(&s->ring, v);
+    if (smoe__w_key(w) != key || smoe__w_gen(w) != gen)
+        return;
+    switch (smoe__w_state(w)) {
+    case SMOE__SLOT_FAILED:
+        SMOE__COUNT(&s->warmup, c_failed, 1);
+        break;
+    case SMOE__SLOT_READY:
+    case SMOE__SLOT_CONSUMED:
+    case SMOE__SLOT_LOADING: /* its last chunks are in demand's hands */
+        SMOE__COUNT(&s->warmup, c_loaded, 1);
+        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[key].padded);
+        break;
+    default:
+        break;
+    }
+}
+
+void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
+{
+    struct smoe_stream *s = wk->s;
+    smoe__warmup *wu = &s->warmup;
+    smoe__warmup_share *sh = &wu->share[wk->id];
+    if (took && !landed)
+        return; /* chunks to go */
+    sh->have = 0;
+    if (landed == 2)
+        return; /* smoe__warmup_verify_end counts it */
+    /* The load is over for this worker: landed here, ended by a demand
+     * token's worker, or cancelled by a demand eviction before it began.
+     * A poll to count: nothing is read through it. */
+    count_load(s, sh->slot, sh->key, sh->gen);
+}
+
+void smoe__warmup_verify_begin(struct smoe_stream *s)
+{
+    atomic_fetch_add(&s->warmup.active, 1);
+}
+
+void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err)
+{
+    if (err) {
+        SMOE__COUNT(&s->warmup, c_failed, 1);
+    } else {
+        SMOE__COUNT(&s->warmup, c_loaded, 1);
+        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[key].padded);
+    }
+    if (atomic_fetch_sub(&s->warmup.active, 1) == 1)
+        end_warmup(s);
+}
+
+/* ---- choosing and starting ------------------------------------------------ */
+
+typedef struct wu_item {
+    uint64_t by; /* claim count, or file offset */
+    uint32_t key;
+} wu_item;
+
+static int by_count(const void *a, const void *b)
+{
+    const wu_item *x = a, *y = b;
+    if (x->by != y->by)
+        return x->by > y->by ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const wu_item *x = a, *y = b;
+    if (x->by != y->by)
+        return x->by < y->by ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static uint32_t empty_slots(struct smoe_stream *s)
+{
+    uint32_t n = 0;
+    for (uint32_t v = 0; v < s->ring.nslots; v++)
+        n += smoe__w_state(smoe__slot_peek(&s->ring, v)) == SMOE__SLOT_EMPTY;
+    return n;
+}
+
+/* Choose the experts into wu->order, in read order; returns how many. */
+static uint32_t choose(struct smoe_stream *s, wu_item *it, uint32_t cap)
+{
+    const uint32_t nkeys = s->vault.layers * s->vault.experts;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < nkeys; k++) {
+        if (!s->vault.index[k].present || smoe__map_lookup(s->map, k) != SMOE__MAP_NONE)
+            continue;
+        /* relaxed: statistics only (see smoe__freq_hit) */
+        uint64_t c = s->freq.count ? atomic_load_explicit(&s->freq.count[k],
+                                                          memory_order_relaxed) : 0;
+        it[n++] = (wu_item){c, k};
+    }
+    qsort(it, n, sizeof *it, by_count);
+    if (n > cap)
+        n = cap;
+    for (uint32_t i = 0; i < n; i++)
+        it[i].by = s->vault.index[it[i].key].offset;
+    qsort(it, n, sizeof *it, by_offset);
+    for (uint32_t i = 0; i < n; i++)
+        s->warmup.order[i] = it[i].key;
+    return n;
+}
+
+/* Cut order[0, n) into nshares runs of about equal bytes; returns the
+ * shares with work. */
+static uint32_t cut_shares(struct smoe_stream *s, uint32_t n, uint32_t nshares)
+{
+    smoe__warmup *wu = &s->warmup;
+    uint64_t total = 0, acc = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += s->vault.index[wu->order[i]].padded;
+    uint32_t begin = 0, i = 0, busy = 0;
+    for (uint32_t j = 0; j < nshares; j++) {
+        const uint64_t goal = j + 1 == nshares ? UINT64_MAX : total / nshares * (j + 1);
+        while (i < n && acc < goal)
+            acc += s->vault.index[wu->order[i++]].padded;
+        uint64_t c = cur_make(begin, i);
+        if (begin == i)
+            c |= SMOE__WU_FINISHED;
+        else
+            busy++;
+        wu->share[j].have = 0;
+        /* release: pairs with the worker's acquire load of its cursor */
+        atomic_store_explicit(&wu->share[j].cur, c, memory_order_release);
+        begin = i;
+    }
+    return busy;
+}
+
+static int read_wopts(const smoe_warmup_opts *in, smoe_warmup_opts *o)
+{
+    const smoe_warmup_opts def = SMOE_WARMUP_OPTS_INIT;
+    *o = def;
+    if (!in)
+        return 0;
+    if (in->struct_size < sizeof(size_t) || in->struct_size > 65536)
+        return smoe__fail(SMOE_EINVAL, "warmup: opts.struct_size %zu is not a size of "
+                          "smoe_warmup_opts (this version's is %zu)", in->struct_size,
+                          sizeof *o);
+    size_t n = in->struct_size < sizeof *o ? in->struct_size : sizeof *o;
+    memcpy(o, in, n);
+    o->struct_size = sizeof *o;
+    for (size_t i = sizeof *o; i < in->struct_size; i++)
+        if (((const unsigned char *)in)[i])
+            return smoe__fail(SMOE_ENOTSUP, "warmup: opts has a nonzero field at byte %zu, "
+                              "unknown to libsmoe_stream %s", i, SMOE_VERSION_STRING);
+    if (o->flags)
+        return smoe__fail(SMOE_EINVAL, "warmup: unknown flags 0x%x in opts.flags "
+                          "(none are defined)", o->flags);
+    return 0;
+}
+
+/* The memory every warm-up of s uses, allocated by the first. */
+static int ensure_memory(struct smoe_stream *s, wu_item **it)
+{
+    smoe__warmup *wu = &s->warmup;
+    const size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
+    if (!wu->order)
+        wu->order = smoe__malloc(nkeys * sizeof *wu->order);
+    if (!wu->share) {
+        wu->share = smoe__aligned_alloc(64, s->nworkers * sizeof *wu->share);
+        if (wu->share)
+            memset(wu->share, 0, s->nworkers * sizeof *wu->share);
+    }
+    *it = smoe__malloc(nkeys * sizeof **it);
+    if (wu->order && wu->share && *it)
+        return 0;
+    free(*it);
+    return smoe__fail(SMOE_ENOMEM, "warmup: out of memory for the list of %zu experts",
+                      nkeys);
+}
+
+SMOE_API int smoe_warmup(smoe_stream *s, const smoe_warmup_opts *opts)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "warmup: NULL stream");
+    smoe_warmup_opts o;
+    int r = read_wopts(opts, &o);
+    if (r < 0)
+        return r;
+    if (atomic_load(&s->stop))
+        return smoe__fail(SMOE_ESHUTDOWN, "warmup: stream is shut down");
+    smoe__warmup *wu = &s->warmup;
+    uint32_t idle = SMOE__WU_IDLE;
+    /* seq_cst: one caller at a time gets past this */
+    if (!atomic_compare_exchange_strong(&wu->state, &idle, SMOE__WU_STARTING))
+        return smoe__fail(SMOE_EBUSY, "warmup: a warm-up is running; wait for it "
+                          "(smoe_warmup_wait) or cancel it (smoe_warmup_cancel)");
+    wu_item *it;
+    if ((r = ensure_memory(s, &it)) < 0) {
+        atomic_store(&wu->state, SMOE__WU_IDLE);
+        return r;
+    }
+    uint32_t cap = empty_slots(s);
+    if (o.max_experts && o.max_experts < cap)
+        cap = o.max_experts;
+    const uint32_t n = choose(s, it, cap);
+    free(it);
+    uint32_t nshares = o.workers && o.workers < s->nworkers ? o.workers : s->nworkers;
+    if (nshares > n)
+        nshares = n;
+    /* relaxed: statistics; the state store below publishes them */
+    atomic_store_explicit(&wu->c_experts, n, memory_order_relaxed);
+    atomic_store_explicit(&wu->c_loaded, 0, memory_order_relaxed);
+    atomic_store_explicit(&wu->c_failed, 0, memory_order_relaxed);
+    atomic_store_explicit(&wu->c_bytes, 0, memory_order_relaxed);
+    uint64_t now = smoe__now_ns();
+    atomic_store_explicit(&wu->t_start, now, memory_order_relaxed);
+    atomic_store_explicit(&wu->t_end, now, memory_order_relaxed);
+    /* relaxed: published by the state store below */
+    atomic_store_explicit(&wu->nshares, nshares, memory_order_relaxed);
+    uint32_t busy = cut_shares(s, n, nshares);
+    if (busy == 0) {
+        atomic_store(&wu->state, SMOE__WU_IDLE);
+        return 0;
+    }
+    atomic_store_explicit(&wu->active, busy, memory_order_relaxed);
+    /* seq_cst: the release the workers' acquire loads pair with, and
+     * ordered before the work_seq bump for the parking handshake (worker.c) */
+    atomic_store(&wu->state, SMOE__WU_RUNNING);
+    atomic_fetch_add(&s->work_seq, 1);
+    if (atomic_load(&s->idle) > 0)
+        smoe__park_wake(&s->work_seq, INT_MAX);
+    return (int)n;
+}
+
+SMOE_API int smoe_warmup_wait(smoe_stream *s, uint64_t timeout_ns)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "warmup_wait: NULL stream");
+    smoe__warmup *wu = &s->warmup;
+    const uint64_t t0 = smoe__now_ns();
+    for (;;) {
+        uint32_t q = atomic_load(&wu->done_seq);
+        if (!(atomic_load(&wu->state) & (SMOE__WU_RUNNING | SMOE__WU_STARTING)))
+            return 0;
+        if (atomic_load(&s->stop))
+            return smoe__fail(SMOE_ESHUTDOWN, "warmup_wait: stream is shut down");
+        uint64_t spent = smoe__now_ns() - t0;
+        if (timeout_ns != UINT64_MAX && spent >= timeout_ns)
+            return smoe__fail(SMOE_ETIMEDOUT, "warmup_wait: the warm-up still runs after "
+                              "%llu ns", (unsigned long long)timeout_ns);
+        uint64_t left = timeout_ns == UINT64_MAX ? UINT64_MAX : timeout_ns - spent;
+        /* at most 100 ms: STARTING ends without a wake-up */
+        smoe__park_wait(&wu->done_seq, q, left < 100000000ull ? left : 100000000ull);
+    }
+}
+
+SMOE_API int smoe_warmup_cancel(smoe_stream *s)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "warmup_cancel: NULL stream");
+    smoe__warmup *wu = &s->warmup;
+    /* seq_cst: CANCEL lands only on a running warm-up */
+    uint32_t st = atomic_load(&wu->state);
+    while ((st & SMOE__WU_RUNNING) &&
+           !atomic_compare_exchange_weak(&wu->state, &st, st | SMOE__WU_CANCEL))
+        ;
+    if (!(st & SMOE__WU_RUNNING))
+        return 0;
+    /* Parked workers with a share left look again, see CANCEL, finish. */
+    atomic_fetch_add(&s->work_seq, 1);
+    smoe__park_wake(&s->work_seq, INT_MAX);
+    int r = smoe_warmup_wait(s, UINT64_MAX);
+    return r == SMOE_ESHUTDOWN ? 0 : r;
+}
+
+void smoe__warmup_kick(struct smoe_stream *s)
+{
+    atomic_fetch_add(&s->warmup.done_seq, 1);
+    smoe__park_wake(&s->warmup.done_seq, INT_MAX);
+}
+
+void smoe__warmup_free(struct smoe_stream *s)
+{
+    free(s->warmup.order);
+    free(s->warmup.share);
+    s->warmup.order = NULL;
+    s->warmup.share = NULL;
+}
+
+void smoe__warmup_stats(const struct smoe_stream *s, smoe_stats *st)
+{
+    const smoe__warmup *wu = &s->warmup;
+    /* seq_cst load of state; the counters relaxed: statistics only */
+    const int running = (atomic_load(&wu->state) & SMOE__WU_RUNNING) && !atomic_load(&s->stop);
+    st->warmup_running = (uint64_t)running;
+    st->warmup_experts = atomic_load_explicit(&wu->c_experts, memory_order_relaxed);
+    st->warmup_loaded = atomic_load_explicit(&wu->c_loaded, memory_order_relaxed);
+    st->warmup_failed = atomic_load_explicit(&wu->c_failed, memory_order_relaxed);
+    st->warmup_bytes = atomic_load_explicit(&wu->c_bytes, memory_order_relaxed);
+    uint64_t t0 = atomic_load_explicit(&wu->t_start, memory_order_relaxed);
+    uint64_t t1 = running ? smoe__now_ns()
+                          : atomic_load_explicit(&wu->t_end, memory_order_relaxed);
+    st->warmup_ns = t1 > t0 ? t1 - t0 : 0;
+    st->warmup_bytes_per_s =
+        st->warmup_ns ? (uint64_t)((double)st->warmup_bytes * 1e9 / (double)st->warmup_ns) : 0;
+}

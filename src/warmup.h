@@ -1,0 +1,70 @@
+/*
+ * warmup.h - smoe_warmup: fill the ring's empty slots at the drive's speed,
+ * one contiguous share of the vault per worker (see warmup.c).
+ */
+#ifndef SMOE_WARMUP_H
+#define SMOE_WARMUP_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct smoe_stream;
+struct smoe__worker;
+struct smoe_stats;
+
+/*
+ * A share's cursor, one word its worker alone moves once the warm-up runs:
+ *   bits  0..30  end      one past its last entry of the read order
+ *   bits 32..62  next     its next entry
+ *   bit   63     FINISHED the worker is done with it (counted off `active`)
+ */
+#define SMOE__WU_FINISHED (1ull << 63)
+
+typedef struct smoe__warmup_share {
+    alignas(64) _Atomic uint64_t cur;
+    /* the load in progress (worker-owned): slot, gen, key; have: 1 if any */
+    uint32_t slot, gen, key;
+    int have;
+} smoe__warmup_share;
+
+/* state: IDLE -> STARTING (one smoe_warmup call) -> RUNNING -> IDLE; CANCEL
+ * is set on RUNNING by smoe_warmup_cancel. */
+enum { SMOE__WU_IDLE = 0, SMOE__WU_STARTING = 1, SMOE__WU_RUNNING = 2, SMOE__WU_CANCEL = 4 };
+
+typedef struct smoe__warmup {
+    uint32_t *order;             /* the chosen keys in read order (freq.n room) */
+    uint64_t *rank;              /* scratch for the choice: count << 32 | ~key */
+    smoe__warmup_share *share;   /* nworkers */
+    _Atomic uint32_t nshares;    /* shares of this warm-up */
+    alignas(64) _Atomic uint32_t state;
+    _Atomic uint32_t active;     /* shares not FINISHED, plus verifications handed off */
+    _Atomic uint32_t done_seq;   /* waiters park here; bumped at the end */
+    _Atomic uint64_t t_start, t_end;
+    _Atomic uint64_t c_experts;
+    alignas(64) _Atomic uint64_t c_loaded, c_failed, c_bytes; /* written by workers */
+} smoe__warmup;
+
+/* Worker loop: the next warm-up token for this worker, if the warm-up
+ * runs and its share has work: 1 with *slot, *gen. Cheap when none runs. */
+int smoe__warmup_next(struct smoe__worker *wk, uint32_t *slot, uint32_t *gen);
+/* The worker ran the token (smoe__warmup_next): took is 1 when it read a
+ * chunk, landed as run_request's (worker.c): 0 chunks to go, 1 the load
+ * published, 2 its verification handed to another worker. */
+void smoe__warmup_ran(struct smoe__worker *wk, int took, int landed);
+/* A worker token's gen with this bit is a verify token: hash and publish a
+ * warm-up load whose chunks have all landed (worker.c). Gens use 20 bits. */
+#define SMOE__REQ_VERIFY (1u << 31)
+/* A warm-up load's verification was handed to another worker: the warm-up
+ * does not end before smoe__warmup_verify_end. */
+void smoe__warmup_verify_begin(struct smoe_stream *s);
+/* That worker published the load of key with err (0: READY): count it,
+ * end the warm-up if it was the last thing running. */
+void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err);
+/* smoe_shutdown: wake smoe_warmup_wait callers. */
+void smoe__warmup_kick(struct smoe_stream *s);
+/* close, after the workers are joined: free its memory. */
+void smoe__warmup_free(struct smoe_stream *s);
+void smoe__warmup_stats(const struct smoe_stream *s, struct smoe_stats *st);
+
+#endif
