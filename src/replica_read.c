@@ -1,0 +1,141 @@
+/*
+ * replica_read.c - a chunk's read from one copy of the vault, or from the
+ * next one when it fails (replica.h).
+ *
+ * Choice: one more read on a copy costs (its reads in flight + 1) x its
+ * learned time per MiB at queue depth one: the time its queue takes to
+ * drain. The cheapest copy in use that this chunk has not tried is taken,
+ * so every copy has work while reads are queued, and a copy that delivers
+ * less gets fewer. A copy with nothing learned costs 0, so each is tried
+ * early; ties go to copies in turn from the worker's id. Copies set aside
+ * take a read only when every copy in use failed the chunk, or, one read
+ * at a time, once their retry time has come (a probe).
+ *
+ * Every field here is a hint or a counter: relaxed atomics, no lock. Two
+ * workers may race on a copy's state (one sets it aside while another's
+ * read on it succeeds); either outcome is safe, since a copy's state only
+ * steers where reads go, and a chunk's bytes come from a read that
+ * succeeded.
+ */
+#include <string.h>
+
+#include "error.h"
+#include "internal.h"
+#include "platform/park.h"
+
+#define RELAXED memory_order_relaxed
+
+/* Copy c's probe, if its retry time has come: one reader wins it, and the
+ * next probe waits another retry_ns. */
+static int probe_due(smoe__replica *c, uint64_t t, uint64_t retry_ns)
+{
+    /* relaxed: a hint; the CAS makes one reader the prober */
+    uint64_t until = atomic_load_explicit(&c->aside_until, RELAXED);
+    return until && t >= until &&
+           atomic_compare_exchange_strong_explicit(&c->aside_until, &until, t + retry_ns,
+                                                   RELAXED, RELAXED);
+}
+
+/* The copy the next try of a chunk goes to; tried: bits of those done. */
+static uint32_t pick(struct smoe_stream *s, uint32_t start, uint32_t tried, uint64_t t)
+{
+    uint32_t best = UINT32_MAX, aside = UINT32_MAX;
+    uint64_t best_cost = UINT64_MAX;
+    for (uint32_t j = 0; j < s->rep.n; j++) {
+        uint32_t i = (start + j) % s->rep.n;
+        smoe__replica *c = &s->rep.r[i];
+        if (tried & (1u << i))
+            continue;
+        /* relaxed: hints (file comment) */
+        if (atomic_load_explicit(&c->aside_until, RELAXED)) {
+            if (probe_due(c, t, s->rep.retry_ns))
+                return i;
+            if (aside == UINT32_MAX)
+                aside = i;
+            continue;
+        }
+        uint64_t q = atomic_load_explicit(&c->inflight, RELAXED) + 1u;
+        uint64_t cost = q * atomic_load_explicit(&c->ns_per_mib, RELAXED);
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = i;
+        }
+    }
+    return best != UINT32_MAX ? best : aside;
+}
+
+/* A read of `bytes` on copy i took ns with depth reads in flight there. */
+static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes, uint64_t ns,
+                      uint32_t depth)
+{
+    smoe__replica *c = &s->rep.r[i];
+    /* relaxed: counters and hints (file comment); a lost EWMA update costs
+     * one sample */
+    atomic_fetch_add_explicit(&c->reads, 1, RELAXED);
+    atomic_fetch_add_explicit(&c->bytes, bytes, RELAXED);
+    atomic_store_explicit(&c->streak, 0, RELAXED);
+    if (bytes) {
+        uint64_t x = (uint64_t)((double)ns * (double)(1u << 20) / (double)bytes / depth);
+        x = x ? x : 1;
+        uint64_t old = atomic_load_explicit(&c->ns_per_mib, RELAXED);
+        atomic_store_explicit(&c->ns_per_mib, old ? old - old / 8 + x / 8 : x, RELAXED);
+    }
+    if (atomic_load_explicit(&c->aside_until, RELAXED) &&
+        atomic_exchange_explicit(&c->aside_until, 0, RELAXED))
+        smoe__log(s, SMOE_LOG_INFO, "replica %u (%s) is back in use: a read succeeded", i,
+                  i ? c->path : s->vault.path);
+}
+
+/* A read on copy i failed at time t; set it aside after a streak. */
+static void failed(struct smoe_stream *s, uint32_t i, uint64_t t, const smoe__io_fail *why,
+                   int err)
+{
+    smoe__replica *c = &s->rep.r[i];
+    /* relaxed: counters and hints (file comment) */
+    atomic_fetch_add_explicit(&c->failed, 1, RELAXED);
+    uint32_t streak = atomic_fetch_add_explicit(&c->streak, 1, RELAXED) + 1;
+    if (streak < SMOE__REPLICA_STREAK)
+        return;
+    if (atomic_exchange_explicit(&c->aside_until, t + s->rep.retry_ns, RELAXED))
+        return; /* already aside: a probe failed */
+    atomic_fetch_add_explicit(&c->set_aside, 1, RELAXED);
+    smoe__log(s, SMOE_LOG_WARN, "replica %u (%s) set aside after %u failed reads in a row "
+              "(the last: %s, %s at offset %llu); tried again in %llu ms", i,
+              i ? c->path : s->vault.path, streak, smoe_err_name(err),
+              why->eno ? strerror(why->eno) : "no errno", (unsigned long long)why->off,
+              (unsigned long long)(s->rep.retry_ns / 1000000));
+}
+
+int smoe__replica_read(struct smoe_stream *s, const smoe__worker *wk, void *buf, uint64_t n,
+                       uint64_t off, smoe__io_fail *why)
+{
+    uint32_t tried = 0;
+    int err = SMOE_EIO;
+    for (uint32_t k = 0; k < s->rep.n; k++) {
+        uint32_t i = pick(s, wk->id, tried, smoe__now_ns());
+        tried |= 1u << i;
+        smoe__replica *c = &s->rep.r[i];
+        /* relaxed: a hint of the copy's queue (file comment) */
+        uint32_t depth = atomic_fetch_add_explicit(&c->inflight, 1, RELAXED) + 1;
+        uint64_t t0 = smoe__now_ns();
+        err = smoe__io_read_full_ex(s->io, c->fd[wk->id], buf, (size_t)n, off,
+                                    c->align[wk->id], &s->stop, why);
+        uint64_t t1 = smoe__now_ns();
+        atomic_fetch_sub_explicit(&c->inflight, 1, RELAXED);
+        if (err == 0) {
+            succeeded(s, i, n, t1 - t0, depth);
+            return 0;
+        }
+        if (err == SMOE_ESHUTDOWN)
+            return err;
+        failed(s, i, t1, why, err);
+    }
+    return err;
+}
+
+void smoe__replica_count(struct smoe_stream *s, uint64_t bytes, int failed)
+{
+    /* relaxed: counters */
+    atomic_fetch_add_explicit(failed ? &s->rep.r[0].failed : &s->rep.r[0].reads, 1, RELAXED);
+    atomic_fetch_add_explicit(&s->rep.r[0].bytes, failed ? 0 : bytes, RELAXED);
+}
