@@ -2,12 +2,19 @@
  * replica_read.c - a chunk's read from one copy of the vault, or from the
  * next one when it fails (replica.h).
  *
- * Choice: one more read on a copy costs (its reads in flight + 1) x its
- * learned time per MiB at queue depth one: the time its queue takes to
- * drain. The cheapest copy in use that this chunk has not tried is taken,
- * so every copy has work while reads are queued, and a copy that delivers
- * less gets fewer. A copy with nothing learned costs 0, so each is tried
- * early; ties go to copies in turn from the worker's id. Copies set aside
+ * What a copy delivers is learned as bytes over busy time: the time during
+ * which it had at least one read in flight (each start and end of a read
+ * adds the time since the copy's previous such event, if reads were in
+ * flight then), per window of SMOE__REPLICA_WINDOW_NS busy, averaged over
+ * windows. This is the drive's throughput at the depth it is given, which
+ * a single read's latency is not (a drive serves reads in parallel).
+ *
+ * Choice: one more read on a copy costs (its bytes in flight + the read's)
+ * x its time per byte: when its queue would drain. The cheapest copy in
+ * use that this chunk has not tried is taken, so every copy has work while
+ * reads are queued, and a copy that delivers less gets fewer. A copy with
+ * nothing learned costs 0, so each is tried early; ties go to copies in
+ * turn from the worker's id. Copies set aside
  * take a read only when every copy in use failed the chunk, or, one read
  * at a time, once their retry time has come (a probe).
  *
@@ -37,7 +44,8 @@ static int probe_due(smoe__replica *c, uint64_t t, uint64_t retry_ns)
 }
 
 /* The copy the next try of a chunk goes to; tried: bits of those done. */
-static uint32_t pick(struct smoe_stream *s, uint32_t start, uint32_t tried, uint64_t t)
+static uint32_t pick(struct smoe_stream *s, uint32_t start, uint32_t tried, uint64_t n,
+                     uint64_t t)
 {
     uint32_t best = UINT32_MAX, aside = UINT32_MAX;
     uint64_t best_cost = UINT64_MAX;
@@ -54,7 +62,7 @@ static uint32_t pick(struct smoe_stream *s, uint32_t start, uint32_t tried, uint
                 aside = i;
             continue;
         }
-        uint64_t q = atomic_load_explicit(&c->inflight, RELAXED) + 1u;
+        uint64_t q = (atomic_load_explicit(&c->inflight_bytes, RELAXED) + n) >> 14;
         uint64_t cost = q * atomic_load_explicit(&c->ns_per_mib, RELAXED);
         if (cost < best_cost) {
             best_cost = cost;
@@ -64,22 +72,44 @@ static uint32_t pick(struct smoe_stream *s, uint32_t start, uint32_t tried, uint
     return best != UINT32_MAX ? best : aside;
 }
 
-/* A read of `bytes` on copy i took ns with depth reads in flight there. */
-static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes, uint64_t ns,
-                      uint32_t depth)
+/* A read of n bytes starts (n > 0) or ends (bytes: what it delivered) on
+ * copy c at time t: its busy time, and a throughput sample per window. */
+static void busy_event(smoe__replica *c, uint64_t t, int start, uint64_t n, uint64_t bytes)
+{
+    /* relaxed: hints (file comment). Each interval between two events is
+     * taken by exactly one of them (the exchange); the depth it sees may be
+     * one read off, which shifts an interval's edge, not the sum much. */
+    uint32_t q = start ? atomic_fetch_add_explicit(&c->inflight, 1, RELAXED)
+                       : atomic_fetch_sub_explicit(&c->inflight, 1, RELAXED);
+    if (start)
+        atomic_fetch_add_explicit(&c->inflight_bytes, n, RELAXED);
+    else
+        atomic_fetch_sub_explicit(&c->inflight_bytes, n, RELAXED);
+    uint64_t prev = atomic_exchange_explicit(&c->last_event, t, RELAXED);
+    uint64_t busy = q > 0 && t > prev ? t - prev : 0;
+    uint64_t w_ns = atomic_fetch_add_explicit(&c->win_ns, busy, RELAXED) + busy;
+    uint64_t w_b = atomic_fetch_add_explicit(&c->win_bytes, bytes, RELAXED) + bytes;
+    if (w_ns < SMOE__REPLICA_WINDOW_NS || w_b == 0)
+        return;
+    /* the window is full: whoever empties it takes the sample */
+    w_ns = atomic_exchange_explicit(&c->win_ns, 0, RELAXED);
+    w_b = atomic_exchange_explicit(&c->win_bytes, 0, RELAXED);
+    if (w_ns == 0 || w_b == 0)
+        return;
+    uint64_t x = (uint64_t)((double)w_ns * (double)(1u << 20) / (double)w_b);
+    x = x ? x : 1;
+    uint64_t old = atomic_load_explicit(&c->ns_per_mib, RELAXED);
+    atomic_store_explicit(&c->ns_per_mib, old ? old - old / 4 + x / 4 : x, RELAXED);
+}
+
+/* A read of `bytes` on copy i succeeded. */
+static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes)
 {
     smoe__replica *c = &s->rep.r[i];
-    /* relaxed: counters and hints (file comment); a lost EWMA update costs
-     * one sample */
+    /* relaxed: counters and hints (file comment) */
     atomic_fetch_add_explicit(&c->reads, 1, RELAXED);
     atomic_fetch_add_explicit(&c->bytes, bytes, RELAXED);
     atomic_store_explicit(&c->streak, 0, RELAXED);
-    if (bytes) {
-        uint64_t x = (uint64_t)((double)ns * (double)(1u << 20) / (double)bytes / depth);
-        x = x ? x : 1;
-        uint64_t old = atomic_load_explicit(&c->ns_per_mib, RELAXED);
-        atomic_store_explicit(&c->ns_per_mib, old ? old - old / 8 + x / 8 : x, RELAXED);
-    }
     if (atomic_load_explicit(&c->aside_until, RELAXED) &&
         atomic_exchange_explicit(&c->aside_until, 0, RELAXED))
         smoe__log(s, SMOE_LOG_INFO, "replica %u (%s) is back in use: a read succeeded", i,
@@ -112,18 +142,17 @@ int smoe__replica_read(struct smoe_stream *s, const smoe__worker *wk, void *buf,
     uint32_t tried = 0;
     int err = SMOE_EIO;
     for (uint32_t k = 0; k < s->rep.n; k++) {
-        uint32_t i = pick(s, wk->id, tried, smoe__now_ns());
+        uint64_t t0 = smoe__now_ns();
+        uint32_t i = pick(s, wk->id, tried, n, t0);
         tried |= 1u << i;
         smoe__replica *c = &s->rep.r[i];
-        /* relaxed: a hint of the copy's queue (file comment) */
-        uint32_t depth = atomic_fetch_add_explicit(&c->inflight, 1, RELAXED) + 1;
-        uint64_t t0 = smoe__now_ns();
+        busy_event(c, t0, 1, n, 0);
         err = smoe__io_read_full_ex(s->io, c->fd[wk->id], buf, (size_t)n, off,
                                     c->align[wk->id], &s->stop, why);
         uint64_t t1 = smoe__now_ns();
-        atomic_fetch_sub_explicit(&c->inflight, 1, RELAXED);
+        busy_event(c, t1, 0, n, err ? 0 : n);
         if (err == 0) {
-            succeeded(s, i, n, t1 - t0, depth);
+            succeeded(s, i, n);
             return 0;
         }
         if (err == SMOE_ESHUTDOWN)

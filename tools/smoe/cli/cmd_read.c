@@ -28,6 +28,8 @@ static void usage(FILE *f)
             "  --chunk BYTES   read chunk (multiple of 16 KiB; default: the library's)\n"
             "  --retries N     read a blob whose read failed again, up to N times (default 0:\n"
             "                  the first failure ends the run)\n"
+            "  --replica PATH  a copy of the vault on another drive: reads are spread over\n"
+            "                  the vault and its copies (repeatable; docs/replicas.md)\n"
             "  --json          print the result as JSON\n");
 }
 
@@ -38,9 +40,10 @@ typedef struct read_args {
     uint32_t workers, slots, retries;
     uint64_t chunk;
     int verify, json, hash, buffered;
+    tool_replicas rep;
 } read_args;
 
-enum { OPT_WORKERS = 1, OPT_SLOTS, OPT_RETRIES, OPT_CHUNK };
+enum { OPT_WORKERS = 1, OPT_SLOTS, OPT_RETRIES, OPT_CHUNK, OPT_REPLICA };
 
 static int read_opt(void *ctx, const tool_opt *o, const char *v)
 {
@@ -58,6 +61,8 @@ static int read_opt(void *ctx, const tool_opt *o, const char *v)
         if (tool_parse_u32(v, 0, 1000000, &a->retries))
             return tool_error(cmd, "--retries: expected 0..1000000, got '%s'", v);
         break;
+    case OPT_REPLICA:
+        return tool_replica_add(&a->rep, cmd, v);
     default:
         if (tool_parse_size(v, &a->chunk) || a->chunk == 0 || a->chunk % 16384 ||
             a->chunk > 0xFFFFC000ull)
@@ -77,6 +82,7 @@ static int parse_args(int argc, char **argv, read_args *a)
         TOOL_VALUE("--slots", OPT_SLOTS),
         TOOL_VALUE("--retries", OPT_RETRIES),
         TOOL_VALUE("--chunk", OPT_CHUNK),
+        TOOL_VALUE("--replica", OPT_REPLICA),
         TOOL_FLAG("--verify", &a->verify, SMOE_VERIFY_ON),
         TOOL_FLAG("--no-verify", &a->verify, SMOE_VERIFY_OFF),
         TOOL_FLAG("--hash", &a->hash, 1),
@@ -121,6 +127,8 @@ static smoe_stream *open_stream(const read_args *a, read_run *run)
     o.verify = (uint32_t)a->verify;
     o.chunk_bytes = (uint32_t)a->chunk;
     o.log_fn = log_warning;
+    o.replicas = a->rep.path;
+    o.n_replicas = a->rep.n;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS |
               (a->buffered ? SMOE_OPEN_BUFFERED : 0);
     smoe_stream *s = NULL;
@@ -171,8 +179,26 @@ static int stream_all(const read_args *a, smoe_stream *s, const smoe__vault *v,
     return r < 0 ? r : 0;
 }
 
-static void print_json(const read_args *a, const read_run *run, const smoe_stats *st,
-                       double sec, double gbs, uint64_t rss)
+/* "replicas": [{"path", "bytes", "reads", "failed"}, ...], the vault first. */
+static json_object *replicas_json(smoe_stream *s)
+{
+    json_object *arr = json_object_new_array();
+    smoe_replica_stats r = SMOE_REPLICA_STATS_INIT;
+    for (int i = 0, n = 1; i < n && (n = smoe_get_replica_stats(s, (uint32_t)i, &r)) > 0; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "path", json_object_new_string(r.path));
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)r.bytes));
+        json_object_object_add(o, "reads", json_object_new_int64((int64_t)r.reads));
+        json_object_object_add(o, "failed", json_object_new_int64((int64_t)r.failed));
+        json_object_object_add(o, "set_aside", json_object_new_int64((int64_t)r.set_aside));
+        json_object_object_add(o, "rate_bytes_per_s", json_object_new_int64((int64_t)r.rate));
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
+static void print_json(const read_args *a, smoe_stream *s, const read_run *run,
+                       const smoe_stats *st, double sec, double gbs, uint64_t rss)
 {
     json_object *j = json_object_new_object();
     json_object_object_add(j, "vault", json_object_new_string(a->path));
@@ -195,12 +221,25 @@ static void print_json(const read_args *a, const read_run *run, const smoe_stats
     json_object_object_add(j, "hash_mismatches", json_object_new_int64((int64_t)run->bad));
     json_object_object_add(j, "reads_failed", json_object_new_int64((int64_t)st->reads_failed));
     json_object_object_add(j, "retries", json_object_new_int64((int64_t)run->retried));
+    json_object_object_add(j, "replicas", replicas_json(s));
     printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
     json_object_put(j);
 }
 
-static void print_text(const read_args *a, const read_run *run, const smoe_stats *st,
-                       double sec, double gbs, uint64_t rss)
+/* One line per copy, when there are replicas. */
+static void print_replicas(smoe_stream *s)
+{
+    smoe_replica_stats r = SMOE_REPLICA_STATS_INIT;
+    int n = smoe_get_replica_stats(s, 0, &r);
+    for (int i = 0; n > 1 && i < n && smoe_get_replica_stats(s, (uint32_t)i, &r) > 0; i++)
+        printf("copy %d %s: %llu reads, %.1f MiB, %llu failed, set aside %llu times%s\n", i,
+               r.path, (unsigned long long)r.reads, (double)r.bytes / 1048576.0,
+               (unsigned long long)r.failed, (unsigned long long)r.set_aside,
+               r.in_use ? "" : " (aside now)");
+}
+
+static void print_text(const read_args *a, smoe_stream *s, const read_run *run,
+                       const smoe_stats *st, double sec, double gbs, uint64_t rss)
 {
     printf("%s: %u blobs, %.1f MiB read in %.3f s: %.3f GB/s (%s I/O, %u workers, "
            "%llu KiB chunks, verify %s)\n",
@@ -222,6 +261,7 @@ static void print_text(const read_args *a, const read_run *run, const smoe_stats
     if (st->reads_failed || run->retried)
         printf("reads failed: %llu; blobs read again: %llu\n",
                (unsigned long long)st->reads_failed, (unsigned long long)run->retried);
+    print_replicas(s);
 }
 
 static void report(const read_args *a, smoe_stream *s, const read_run *run)
@@ -232,9 +272,9 @@ static void report(const read_args *a, smoe_stream *s, const read_run *run)
     double gbs = sec > 0 ? (double)st.bytes_read / sec / 1e9 : 0;
     uint64_t rss = tool_peak_rss();
     if (a->json)
-        print_json(a, run, &st, sec, gbs, rss);
+        print_json(a, s, run, &st, sec, gbs, rss);
     else
-        print_text(a, run, &st, sec, gbs, rss);
+        print_text(a, s, run, &st, sec, gbs, rss);
 }
 
 int cmd_read(int argc, char **argv)
