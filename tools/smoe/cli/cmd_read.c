@@ -190,8 +190,6 @@ static json_object *replicas_json(smoe_stream *s)
         json_object_object_add(o, "bytes", json_object_new_int64((int64_t)r.bytes));
         json_object_object_add(o, "reads", json_object_new_int64((int64_t)r.reads));
         json_object_object_add(o, "failed", json_object_new_int64((int64_t)r.failed));
-        json_object_object_add(o, "set_aside", json_object_new_int64((int64_t)r.set_aside));
-        json_object_object_add(o, "rate_bytes_per_s", json_object_new_int64((int64_t)r.rate));
         json_object_array_add(arr, o);
     }
     return arr;
