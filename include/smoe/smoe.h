@@ -320,6 +320,13 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * through descriptors opened here, one per source and worker while a
  * quarter of RLIMIT_NOFILE allows, fewer and shared beyond
  * (docs/decisions.md).
+ * opts.replicas (since 1.1) names copies of a packed vault on other drives:
+ * each must be a valid vault with the vault's id (its header checksum),
+ * else SMOE_EINVAL (or the loader's code) naming it; an index vault takes
+ * none (SMOE_ENOTSUP). Reads are then spread over every copy, a failed
+ * read is tried on the others before a claim sees it, and a copy that
+ * keeps failing is set aside (logged) and tried again later
+ * (docs/replicas.md, smoe_get_replica_stats).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL); any
  * allocation failing is SMOE_ENOMEM, and a failed open leaves no
