@@ -64,7 +64,7 @@ trap 'exit 1' INT TERM
 blob=$((vault_mb * 1024 / 256))
 "$smoe" gen --out "$work/v.smoe" --layers 4 --experts 64 --blob-bytes "$((blob * 3 / 4))k" \
     --blob-bytes-max "$((blob * 5 / 4))k" --top-k 4 >/dev/null
-"$smoe" trace-gen -o "$work/t.trace" --layers 4 --experts 64 --top-k 4 --tokens 400 \
+"$smoe" trace-gen -o "$work/t.trace" --layers 4 --experts 64 --top-k 4 --tokens 120 \
     --skew 0.8 --overlap 0.3 >/dev/null
 
 # Device d: nbdkit (rate-limited; device 2 also with the error filter, armed
