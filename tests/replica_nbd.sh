@@ -64,6 +64,10 @@ trap 'exit 1' INT TERM
 blob=$((vault_mb * 1024 / 256))
 "$smoe" gen --out "$work/v.smoe" --layers 4 --experts 64 --blob-bytes "$((blob * 3 / 4))k" \
     --blob-bytes-max "$((blob * 5 / 4))k" --top-k 4 >/dev/null
+# A block device holds whole sectors: pad the file to 16 KiB (a vault may be
+# longer than its declared size, never shorter).
+size=$(stat -c %s "$work/v.smoe")
+truncate -s $(((size + 16383) / 16384 * 16384)) "$work/v.smoe"
 "$smoe" trace-gen -o "$work/t.trace" --layers 4 --experts 64 --top-k 4 --tokens 120 \
     --skew 0.8 --overlap 0.3 >/dev/null
 
@@ -98,13 +102,13 @@ device 2
 # shellcheck disable=SC2154
 say "devices: $dev1 and $dev2, each $rate_mb MB/s (nbdkit rate filter), vault $vault_mb MiB"
 
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$3"; }
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # ---- cold smoe read: one device, then both --------------------------------
 read_gbs() {
     timeout 300 "$smoe" read "$@" --workers 8 --json >"$work/r.json" ||
         die "smoe read $* failed"
-    json "$work/r.json" "d['gb_per_s']" ""
+    json "$work/r.json" "'%.3f' % d['gb_per_s']" ""
 }
 one=$(read_gbs "$dev1")
 both=$(read_gbs "$dev1" --replica "$dev2")
@@ -118,7 +122,7 @@ bench_tps() {
     timeout 600 "$smoe" bench --vault "$dev1" --trace "$work/t.trace" --memory 10% \
         --mode smoe --workers 8 --no-cgroup --no-drop-caches --no-progress \
         --json "$work/b.json" "$@" >/dev/null || die "smoe bench $* failed"
-    json "$work/b.json" "[r for r in d['modes'] if r.get('mode') == 'smoe'][0]['tokens_per_s']" ""
+    json "$work/b.json" "'%.1f' % [r for r in d['modes'] if r.get('mode') == 'smoe'][0]['tokens_per_s']" ""
 }
 b_one=$(bench_tps)
 b_both=$(bench_tps --replica "$dev2")
