@@ -87,6 +87,12 @@ static void busy_event(smoe__replica *c, uint64_t t, int start, uint64_t n, uint
         atomic_fetch_sub_explicit(&c->inflight_bytes, n, RELAXED);
     uint64_t prev = atomic_exchange_explicit(&c->last_event, t, RELAXED);
     uint64_t busy = q > 0 && t > prev ? t - prev : 0;
+    if (!start && bytes == 0) {
+        /* a failed read: time spent failing says nothing of the rate */
+        atomic_store_explicit(&c->win_ns, 0, RELAXED);
+        atomic_store_explicit(&c->win_bytes, 0, RELAXED);
+        return;
+    }
     uint64_t w_ns = atomic_fetch_add_explicit(&c->win_ns, busy, RELAXED) + busy;
     uint64_t w_b = atomic_fetch_add_explicit(&c->win_bytes, bytes, RELAXED) + bytes;
     if (w_ns < SMOE__REPLICA_WINDOW_NS || w_b == 0)

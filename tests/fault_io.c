@@ -7,6 +7,9 @@
 
 #include "fault_io.h"
 
+/* Serialises the target's reads (target_serial). */
+static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static struct fault_io *F(const smoe__io *io)
 {
     return (struct fault_io *)io->user;
@@ -129,10 +132,15 @@ static ssize_t f_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t
     if (fd >= 0 && fd < 1024 && atomic_load(&f->target_fd[fd])) {
         atomic_fetch_add(&f->target_reads, 1);
         uint32_t tus = atomic_load(&f->target_delay_us);
+        int serial = atomic_load(&f->target_serial);
+        if (serial)
+            pthread_mutex_lock(&target_lock);
         if (tus) {
             struct timespec ts = {tus / 1000000, (long)(tus % 1000000) * 1000};
             nanosleep(&ts, NULL);
         }
+        if (serial)
+            pthread_mutex_unlock(&target_lock);
         if (atomic_load(&f->target_fail)) {
             atomic_fetch_add(&f->target_fired, 1);
             return -EIO;
