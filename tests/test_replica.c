@@ -18,6 +18,7 @@
  * The faults come from tests/fault_io.c, aimed at one copy's descriptors.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,6 +42,17 @@
 /* Installed by the tests that inject faults; static, so that a failed test
  * leaves no table pointing into its stack. */
 static struct fault_io fio;
+
+/* Workers may log at once (two copies set aside together): tu_log_cb under
+ * a lock. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void log_locked(void *user, int level, const char *msg)
+{
+    pthread_mutex_lock(&log_lock);
+    tu_log_cb(user, level, msg);
+    pthread_mutex_unlock(&log_lock);
+}
 
 static uint64_t bound_ns(void)
 {
@@ -100,7 +112,7 @@ static int open_with(rx *x, const char *const *reps, uint32_t n, uint32_t worker
     o.replicas = reps;
     o.n_replicas = n;
     o.replica_retry_ms = retry_ms;
-    o.log_fn = tu_log_cb;
+    o.log_fn = log_locked;
     o.log_user = &x->log;
     return smoe_open(x->f->path, &o, s);
 }

@@ -284,7 +284,10 @@ typedef struct smoe_open_opts {
     uint32_t spec_chunk_bytes;/* the same for speculative and pre-warm reads:
                                  demand waits at most one such chunk per worker
                                  behind them; 0: 512 KiB */
-    smoe_log_fn log_fn;       /* warnings and errors; NULL: silent */
+    smoe_log_fn log_fn;       /* warnings and errors; NULL: silent. Called from
+                                 the caller's and the library's threads, and
+                                 (replicas: a copy set aside or back) from
+                                 several workers at once */
     void *log_user;
     /* since 1.1: replicas (docs/replicas.md) */
     const char *const *replicas; /* n_replicas more paths holding byte-identical
