@@ -31,6 +31,7 @@
 #include "extent.h"
 #include "latency.h"
 #include "prewarm.h"
+#include "replica.h"
 #include "slot.h"
 #include "source.h"
 #include "trace_rec.h"
@@ -93,6 +94,7 @@ typedef struct smoe__worker {
 struct smoe_stream {
     smoe__vault vault;
     smoe__sources src;       /* an index vault's source files (source.h) */
+    smoe__replicas rep;      /* copies of a packed vault reads spread over (replica.h) */
     const smoe__io *io;
     smoe__ring ring;
     _Atomic uint64_t *map;   /* layers * experts residency entries (slot.h) */

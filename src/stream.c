@@ -181,6 +181,7 @@ static void stream_free(struct smoe_stream *s)
         close_fds(s);
     }
     smoe__warmup_free(s); /* after the workers: they read its shares */
+    smoe__replicas_close(s);
     smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
     smoe__mpmc_free(&s->demand_q);
@@ -318,7 +319,8 @@ static int stream_open(struct smoe_stream *s, const smoe_open_opts *o)
     s->eviction = o->eviction ? o->eviction : SMOE__DEFAULT_EVICTION;
     if (s->eviction == SMOE_EVICT_REUSE && (r = smoe__reuse_init(s)) < 0)
         return r;
-    if ((r = smoe__freq_open(s, o)) < 0 || (r = files_open(s)) < 0)
+    if ((r = smoe__freq_open(s, o)) < 0 || (r = files_open(s)) < 0 ||
+        (r = smoe__replicas_open(s, o)) < 0)
         return r;
     const char *trace_path = o->trace_path ? o->trace_path : getenv("SMOE_TRACE");
     if (trace_path && *trace_path &&

@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "platform/dio.h"
 #include "error.h"
 #include "extent.h"
 #include "internal.h"
@@ -144,6 +143,24 @@ static int hand_off_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
     return 1;
 }
 
+/* The chunk's part of the load: a packed vault's from one of its copies,
+ * the next on failure (replica_read.c); an index vault's from the segments
+ * of its sources in the range (extent.c). */
+static int read_chunk(struct smoe_stream *s, const smoe__worker *wk, uint32_t slot,
+                      uint32_t key, uint64_t off, uint64_t len, uint64_t *got,
+                      smoe__io_fail *why)
+{
+    if (!s->src.n) {
+        *got = len;
+        return smoe__replica_read(s, wk, smoe__slot_data(&s->ring, slot) + off, len,
+                                  s->vault.index[key].offset + off, why);
+    }
+    int err = smoe__extent_read(s, wk, slot, key, off, len, got, why);
+    if (err != SMOE_ESHUTDOWN)
+        smoe__replica_count(s, *got, err != 0);
+    return err;
+}
+
 /* A token of slot rq.slot's load: take a chunk of it, read it, count it
  * down; the worker that lands the last one finishes the load, or (defer,
  * with verification on) hands its hashing to another worker. 1 if a chunk
@@ -168,9 +185,7 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
     uint64_t got = 0;
-    /* the chunk: one read, of the packed vault or of one range of an index
-     * vault's source (extent.h) */
-    int err = smoe__extent_read(s, wk, rq.slot, key, off, len, &got, &why);
+    int err = read_chunk(s, wk, rq.slot, key, off, len, &got, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err)
         smoe__slot_chunk_failed(s, rq.slot, arming, err,
@@ -277,18 +292,8 @@ int smoe__workers_start(struct smoe_stream *s)
 {
     for (uint32_t i = 0; i < s->nworkers; i++) {
         smoe__worker *wk = &s->workers[i];
-        /* Where a direct read cut short may go on (smoe__io_read_full_ex):
-         * a boundary both the file offset and the slot's memory may be cut
-         * at; when unknown, 16 KiB, a multiple of every alignment smoe_open
-         * accepts. */
-        uint32_t mem_align, off_align;
-        wk->align = 0;
-        if (s->io_mode == SMOE_IO_DIRECT) {
-            if (smoe__dio_align(wk->fd, &mem_align, &off_align) == 0 && off_align)
-                wk->align = mem_align > off_align ? mem_align : off_align;
-            else
-                wk->align = SMOE__ALIGN;
-        }
+        /* Where a direct read cut short may go on (smoe__io_read_full_ex) */
+        wk->align = smoe__read_align(s, wk->fd);
         int e = pthread_create(&wk->thread, NULL, worker_main, wk);
         if (e)
             return smoe__fail(SMOE_ESYS, "open: cannot start worker %u of %u: %s", i,

@@ -7,6 +7,9 @@
 
 #include "fault_io.h"
 
+/* Serialises the target's reads (target_serial). */
+static pthread_mutex_t target_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static struct fault_io *F(const smoe__io *io)
 {
     return (struct fault_io *)io->user;
@@ -91,8 +94,10 @@ static int f_open(const smoe__io *io, const char *path, unsigned flags)
         return -EOPNOTSUPP;
     unsigned os_flags = atomic_load(&f->fake_direct) ? flags & ~SMOE__IO_DIRECT : flags;
     int fd = smoe__io_os.open(&smoe__io_os, path, os_flags);
-    if (fd >= 0 && fd < 1024)
+    if (fd >= 0 && fd < 1024) {
         atomic_store(&f->direct_fd[fd], !!(flags & SMOE__IO_DIRECT));
+        atomic_store(&f->target_fd[fd], f->target && strcmp(path, f->target) == 0);
+    }
     if (fd >= 0)
         atomic_fetch_add(&f->open_fds, 1);
     return fd;
@@ -123,6 +128,23 @@ static ssize_t f_pread(const smoe__io *io, int fd, void *buf, size_t n, uint64_t
             nanosleep(&ts, NULL);
         }
         atomic_store(&f->holding, 0);
+    }
+    if (fd >= 0 && fd < 1024 && atomic_load(&f->target_fd[fd])) {
+        atomic_fetch_add(&f->target_reads, 1);
+        uint32_t tus = atomic_load(&f->target_delay_us);
+        int serial = atomic_load(&f->target_serial);
+        if (serial)
+            pthread_mutex_lock(&target_lock);
+        if (tus) {
+            struct timespec ts = {tus / 1000000, (long)(tus % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (serial)
+            pthread_mutex_unlock(&target_lock);
+        if (atomic_load(&f->target_fail)) {
+            atomic_fetch_add(&f->target_fired, 1);
+            return -EIO;
+        }
     }
     uint32_t us = atomic_load(&f->delay_us);
     if (us) {

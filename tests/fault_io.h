@@ -67,6 +67,18 @@ struct fault_io {
     /* Called at every open before it is made (set it before streams open). */
     void (*on_open)(struct fault_io *f, const char *path, unsigned flags);
     void *on_open_arg;
+    /* Faults aimed at one file (a vault's replica): the descriptors opened
+     * on path `target` (set before streams open). While target_fail is set
+     * their preads fail with EIO; target_delay_us is added to each, and
+     * with target_serial set they are served one at a time, as a drive
+     * of bounded bandwidth serves them. */
+    const char *target;
+    _Atomic int target_serial;
+    _Atomic int target_fail;
+    _Atomic uint32_t target_delay_us;
+    _Atomic uint64_t target_reads;   /* preads of target's descriptors */
+    _Atomic uint64_t target_fired;   /* of which failed */
+    _Atomic unsigned char target_fd[1024];
 };
 
 /* Reset f to pass-through and install it. */

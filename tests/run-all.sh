@@ -9,7 +9,8 @@
 #   2. ASan + UBSan (LeakSanitizer included): every test but the model check
 #   3. TSan (clang): the concurrency tests, the stress for 30 s
 #   4. libFuzzer (clang): 30 s per fuzz target, from the kept corpus
-#   5. real kernel read errors (tests/kernel_faults.sh), where it can be set
+#   5. real kernel read errors (tests/kernel_faults.sh), and replicas on two
+#      rate-limited devices (tests/replica_nbd.sh), where they can be set
 #      up (root, FUSE, loop devices); skipped with a message otherwise
 #   6. the llama.cpp integration: fetch the tested llama.cpp
 #      (integrations/llama.cpp/fetch-llama.sh, kept in the cache directory),
@@ -118,6 +119,10 @@ if want 5; then
     rc=0
     SMOE_KFAULT_SECONDS=${SMOE_KFAULT_SECONDS:-15} \
         smoe_step "kernel read errors" tests/kernel_faults.sh build || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || exit "$rc"
+    rc=0
+    SMOE_REPLICA_MB=${SMOE_REPLICA_MB:-256} \
+        smoe_step "replicas on two devices" tests/replica_nbd.sh build || rc=$?
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || exit "$rc"
 fi
 if want 6; then

@@ -329,7 +329,20 @@ static void test_index_safetensors(void **state)
     assert_true(smoe_claim_wait(s, 1, 2, UINT64_MAX, &b) >= 0);
     expect_msg(smoe_blob_component(ix, &b, 0, &c), SMOE_EINVAL, "another stream", NULL);
     assert_int_equal(smoe_release(s, &b), 0);
+    /* One copy, its sources, counted; replicas are for packed vaults. */
+    assert_true(smoe_claim_wait(ix, 1, 2, UINT64_MAX, &b) >= 0);
+    assert_int_equal(smoe_release(ix, &b), 0);
+    smoe_replica_stats rs = SMOE_REPLICA_STATS_INIT;
+    assert_int_equal(smoe_get_replica_stats(ix, 0, &rs), 1);
+    assert_true(rs.reads > 0 && rs.bytes > 0);
     assert_int_equal(smoe_close(ix), 0);
+    const char *copies[] = {path("p.smoe")};
+    o = (smoe_open_opts)SMOE_OPEN_OPTS_INIT;
+    o.flags = SMOE_OPEN_EXTENTS | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ |
+              SMOE_OPEN_ALLOW_BUFFERED;
+    o.replicas = copies;
+    o.n_replicas = 1;
+    expect_msg(smoe_open(path("m.smoe"), &o, &ix), SMOE_ENOTSUP, "index vault", "replicas");
     assert_int_equal(smoe_close(s), 0);
     fx_free(&m);
 }

@@ -291,6 +291,63 @@ static void test_read_page_cache(void **state)
         fail_msg("smoe read grew the page cache from %zu to %zu pages", before, after);
 }
 
+/* smoe read --replica: both copies read, the counts add up, and --json
+ * prints "replicas": [{"path", "bytes", "reads", "failed"}, ...], the
+ * vault first; a copy of another vault is refused naming it; budget
+ * checks copies the same way. */
+static void test_read_replicas(void **state)
+{
+    (void)state;
+    char *p = gen_vault("rp.smoe"), *q = tu_path(g_dir, "rp-copy.smoe");
+    uint64_t n;
+    unsigned char *bytes = tu_read_file(p, &n);
+    FILE *f = fopen(q, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    free(bytes);
+    assert_int_equal(RUN("read", p, "--replica", q, "--workers", "4", "--chunk", "16k",
+                         "--buffered", "--hash", "--json"), 0);
+    json_object *j = json_tokener_parse(g_out), *v, *reps;
+    assert_non_null(j);
+    assert_true(json_object_object_get_ex(j, "bytes_read", &v));
+    int64_t total = json_object_get_int64(v), sum = 0;
+    assert_true(json_object_object_get_ex(j, "replicas", &reps));
+    assert_int_equal(json_object_array_length(reps), 2);
+    const char *const keys[] = {"path", "bytes", "reads", "failed"};
+    for (size_t i = 0; i < 2; i++) {
+        json_object *r = json_object_array_get_idx(reps, i);
+        assert_int_equal(json_object_object_length(r), 4);
+        int k = 0;
+        json_object_object_foreach(r, key, val) {
+            assert_string_equal(key, keys[k++]);
+            (void)val;
+        }
+        assert_true(json_object_object_get_ex(r, "path", &v));
+        assert_string_equal(json_object_get_string(v), i ? q : p);
+        assert_true(json_object_object_get_ex(r, "bytes", &v));
+        sum += json_object_get_int64(v);
+        assert_true(json_object_object_get_ex(r, "failed", &v));
+        assert_int_equal(json_object_get_int64(v), 0);
+    }
+    assert_int_equal(sum, total);
+    json_object_put(j);
+    char *other = tu_path(g_dir, "rp-other.smoe");
+    assert_int_equal(RUN("gen", "--out", other, "--layers", "3", "--experts", "4",
+                         "--blob-bytes", "10k", "--blob-bytes-max", "50000", "--seed", "6"), 0);
+    assert_int_equal(RUN("read", p, "--replica", other), 1);
+    tu_expect_contains(g_err, "is not a copy of");
+    tu_expect_contains(g_err, other);
+    assert_int_equal(RUN("budget", p, "--replica", q), 0);
+    assert_int_equal(RUN("budget", p, "--replica", other), 1);
+    tu_expect_contains(g_err, "is not a copy of");
+    unlink(other);
+    unlink(q);
+    free(other);
+    free(q);
+    free(p);
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -391,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_read_retries),
         cmocka_unit_test(test_read_orders),
         cmocka_unit_test(test_read_page_cache),
+        cmocka_unit_test(test_read_replicas),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_budget_cmd),

@@ -290,12 +290,22 @@ typedef struct smoe_open_opts {
     uint32_t spec_chunk_bytes;/* the same for speculative and pre-warm reads:
                                  demand waits at most one such chunk per worker
                                  behind them; 0: 512 KiB */
-    smoe_log_fn log_fn;       /* warnings and errors; NULL: silent */
+    smoe_log_fn log_fn;       /* warnings and errors; NULL: silent. Called from
+                                 the caller's and the library's threads, and
+                                 (replicas: a copy set aside or back) from
+                                 several workers at once */
     void *log_user;
+    /* since 1.1: replicas (docs/replicas.md) */
+    const char *const *replicas; /* n_replicas more paths holding byte-identical
+                                 copies of the vault (on other drives): reads
+                                 are spread over the vault and every replica */
+    uint32_t n_replicas;      /* 0 .. 15; an index vault takes none (SMOE_ENOTSUP) */
+    uint32_t replica_retry_ms;/* a copy set aside after failing reads is tried
+                                 again this long after; 0: 1000 */
 } smoe_open_opts;
 
 #define SMOE_OPEN_OPTS_INIT {sizeof(smoe_open_opts), 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                             NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL}
+                             NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0}
 
 /* Fill *opts with defaults and set struct_size. Same bytes as the macro. */
 SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
@@ -321,6 +331,13 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * (docs/decisions.md).
  * SMOE_OPEN_SHAREABLE on a system without a memory file is SMOE_ENOTSUP
  * (the message says so); the memory file failing otherwise is SMOE_ESYS.
+ * opts.replicas (since 1.1) names copies of a packed vault on other drives:
+ * each must be a valid vault with the vault's id (its header checksum),
+ * else SMOE_EINVAL (or the loader's code) naming it; an index vault takes
+ * none (SMOE_ENOTSUP). Reads are then spread over every copy, a failed
+ * read is tried on the others before a claim sees it, and a copy that
+ * keeps failing is set aside (logged) and tried again later
+ * (docs/replicas.md, smoe_get_replica_stats).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL); any
  * allocation failing is SMOE_ENOMEM, and a failed open leaves no
@@ -787,6 +804,41 @@ SMOE_CXX_INIT_(smoe_vault_info)
 #endif
 
 SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st);    /* since 1.0 */
+
+/*
+ * Counters of one copy of the vault: copy 0 is the vault itself, copy i
+ * (1 .. n_replicas) is opts.replicas[i - 1]. Set st->struct_size
+ * (SMOE_REPLICA_STATS_INIT); the library fills only that many bytes. Reads
+ * are chunks (opts.chunk_bytes). An index vault has one copy, its sources.
+ */
+typedef struct smoe_replica_stats {
+    size_t struct_size;
+    /* since 1.1 */
+    const char *path;         /* as given to smoe_open; valid until smoe_close */
+    uint64_t reads;           /* reads it served */
+    uint64_t bytes;           /* bytes of those reads */
+    uint64_t failed;          /* reads that failed on it (then tried on another copy) */
+    uint64_t set_aside;       /* times it was set aside after failing reads in a row */
+    uint64_t in_use;          /* 1: reads may go to it; 0: set aside now */
+    uint64_t rate;            /* learned throughput, bytes/s; 0: nothing learned yet */
+} smoe_replica_stats;
+
+#ifdef __cplusplus
+#define SMOE_REPLICA_STATS_INIT smoe_replica_stats{sizeof(smoe_replica_stats), nullptr, \
+                                                   0, 0, 0, 0, 0, 0}
+#else
+#define SMOE_REPLICA_STATS_INIT {.struct_size = sizeof(smoe_replica_stats)}
+#endif
+
+/*
+ * Counters of copy i of the vault (see smoe_replica_stats).
+ * @return the number of copies (1 + opts.n_replicas), so that a caller may
+ * loop from i = 0; SMOE_EINVAL: NULL argument, a struct_size too small to
+ * hold path, or i not below that number.
+ * Thread safety: any thread, while the stream is open.
+ */
+SMOE_API int smoe_get_replica_stats(smoe_stream *s, uint32_t i,
+                                   smoe_replica_stats *st);     /* since 1.1 */
 
 /* ---- writing vaults -------------------------------------------------- */
 

@@ -93,6 +93,8 @@ OpenOpts = _versioned("smoe_open_opts", [
     ("scout_path", cp, V1_0), ("freq_path", cp, V1_0), ("trace_path", cp, V1_0),
     ("prewarm_pause_us", u32, V1_0), ("eviction", u32, V1_0), ("chunk_bytes", u32, V1_0),
     ("spec_chunk_bytes", u32, V1_0), ("log_fn", LOG_FN, V1_0), ("log_user", vp, V1_0),
+    ("replicas", ctypes.POINTER(cp), V1_1), ("n_replicas", u32, V1_1),
+    ("replica_retry_ms", u32, V1_1),
 ])
 
 _STATS_U64 = """prefetch_demand prefetch_spec hits joins misses spec_queued spec_skipped

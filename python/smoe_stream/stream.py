@@ -58,8 +58,9 @@ class Stream:
     Options are smoe_open_opts's fields by name (workers, ring_slots,
     slot_bytes, flags, verify, spec_share_pct, top_k, reserve_bytes,
     scout_bytes, scout_path, freq_path, trace_path, prewarm_pause_us,
-    eviction, chunk_bytes, spec_chunk_bytes, log_fn); an unknown name is an
-    error. log_fn is a callable(level, message), called from library threads.
+    eviction, chunk_bytes, spec_chunk_bytes, log_fn; since 1.1 replicas, a
+    list of paths of copies of the vault, and replica_retry_ms); an unknown
+    name is an error. log_fn is a callable(level, message), called from library threads.
     Use it as a context manager: leaving the block closes the stream.
     """
 
@@ -85,8 +86,15 @@ class Stream:
             if k == "log_user":
                 raise InvalidArgument(codes["SMOE_EINVAL"], "Stream: log_user is not an option "
                                       "here; log_fn is a Python callable")
+            if k == "n_replicas":
+                raise InvalidArgument(codes["SMOE_EINVAL"], "Stream: n_replicas is not an "
+                                      "option here; replicas is a list of paths")
             if k == "log_fn":
                 v = self._log_callback(v)
+            elif k == "replicas":
+                paths = [str(p).encode() for p in (v or [])]
+                v = (_lib.cp * max(len(paths), 1))(*paths)
+                opts.n_replicas = len(paths)
             elif k.endswith("_path"):
                 v = None if v is None else str(v).encode()
             elif v is None:

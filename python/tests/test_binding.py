@@ -370,3 +370,22 @@ def test_writer_errors(tmp):
         w.add_layout([("gate", BF16, (4,), 3, 8)])  # offset not aligned
     w.abort()
     assert not os.path.exists(str(tmp / "y.smoe"))
+
+
+def test_replicas(tmp):
+    """A copy of the vault read alongside it (docs/replicas.md); another
+    vault of the same shape is refused, naming it."""
+    p, q, other = str(tmp / "r.smoe"), str(tmp / "r-copy.smoe"), str(tmp / "o.smoe")
+    write_vault(p, 3, 5)
+    with open(p, "rb") as f, open(q, "wb") as g:
+        g.write(f.read())
+    with open_stream(p, replicas=[q], replica_retry_ms=10) as s:
+        for layer in range(3):
+            for e in range(5):
+                with s.claim(layer, e) as b:
+                    assert bytes(b.buffer) == blob_bytes(layer, e, b.size).tobytes()
+        assert s.stats()["reads_failed"] == 0
+    write_vault(other, 3, 5, meta={"x": "y"})
+    with pytest.raises(smoe_stream.InvalidArgument) as ei:
+        open_stream(p, replicas=[other])
+    assert other in ei.value.message and "not a copy" in ei.value.message

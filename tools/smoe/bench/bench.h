@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tool.h"
 #include "trace.h"
 
 /* Memory the benchmark process itself needs inside a cgroup (binary,
@@ -65,6 +66,7 @@ typedef struct bench_cfg {
                               * for the replay (0: no idle, busy never set) */
     uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
     int n_sweep;
+    tool_replicas replicas;  /* --replica: copies of the vault (library modes) */
 } bench_cfg;
 
 /* A range of a file the page-cache modes read for one expert: a packed
@@ -141,6 +143,8 @@ typedef struct bench_result {
     uint64_t prewarm_reads_idle; /* pre-warm reads queued before the first token */
     uint64_t warmup_loaded_idle; /* experts smoe_warmup loaded before the first token */
     uint64_t warmup_bytes_idle;  /* and their bytes */
+    uint64_t copies;          /* the vault and its replicas */
+    uint64_t copy_reads[16], copy_failed[16]; /* per copy (smoe_get_replica_stats) */
 } bench_result;
 
 /* Per-token wait accounting and the progress line, shared by the loops

@@ -250,6 +250,14 @@ static json_object *library_json(const bench_result *r)
     add_b(l, "verify", (int)r->verify);
     add_u64(l, "full", r->full);
     add_u64(l, "claim_waits", r->claim_waits);
+    json_object *copies = json_object_new_array();
+    for (uint64_t i = 0; i < r->copies; i++) {
+        json_object *c = json_object_new_object();
+        add_u64(c, "reads", r->copy_reads[i]);
+        add_u64(c, "failed", r->copy_failed[i]);
+        json_object_array_add(copies, c);
+    }
+    json_object_object_add(l, "replicas", copies);
     add_u64(l, "evictions", r->evictions);
     add_u64(l, "spec_issued", r->spec_issued);
     add_u64(l, "spec_queued", r->spec_queued);

@@ -212,6 +212,18 @@ static void copy_stats(const smoe_stats *st, bench_result *r)
         r->slots = (uint32_t)st->slots;
 }
 
+/* Reads and failures per copy of the vault. */
+static void copy_replica_stats(smoe_stream *s, bench_result *r)
+{
+    smoe_replica_stats rs = SMOE_REPLICA_STATS_INIT;
+    int n = smoe_get_replica_stats(s, 0, &rs);
+    for (int i = 0; i < n && i < 16 && smoe_get_replica_stats(s, (uint32_t)i, &rs) > 0; i++) {
+        r->copy_reads[i] = rs.reads;
+        r->copy_failed[i] = rs.failed;
+        r->copies = (uint64_t)i + 1;
+    }
+}
+
 /* The stream of this run: r->slots slots, the mode's eviction policy. */
 static smoe_stream *open_stream(const bench_env *env, bench_result *r)
 {
@@ -227,6 +239,8 @@ static smoe_stream *open_stream(const bench_env *env, bench_result *r)
                  : r->mode == BENCH_SMOE_REUSE ? SMOE_EVICT_REUSE
                                                : cfg->eviction;
     o.top_k = env->trace.top_k;
+    o.replicas = cfg->replicas.path;
+    o.n_replicas = cfg->replicas.n;
     smoe_stream *s = NULL;
     int rc = smoe_open(cfg->vault, &o, &s);
     if (rc < 0) {
@@ -275,6 +289,7 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         smoe_stats st = SMOE_STATS_INIT;
         if (smoe_get_stats(s, &st) == 0)
             copy_stats(&st, r);
+        copy_replica_stats(s, r);
     }
     if (smoe_close(s) < 0 && !rc) {
         snprintf(r->error, sizeof r->error, "smoe_close: %s", smoe_last_error());

@@ -69,6 +69,9 @@ static void usage(FILE *f)
         "                    kernel's read-ahead), random (FADV/MADV_RANDOM: none), or\n"
         "                    willneed (random, plus WILLNEED of each expert's bytes\n"
         "                    just before reading it)\n"
+        "  --replica PATH    a copy of the vault on another drive: the library's reads\n"
+        "                    are spread over the vault and its copies (repeatable;\n"
+        "                    docs/replicas.md)\n"
         "  --no-progress     no progress line on stderr\n");
 }
 
@@ -255,7 +258,8 @@ static int simulate(const bench_env *env, const uint32_t *keys, size_t n,
 
 enum {
     OPT_PREWARM = 1, OPT_FREQ, OPT_ALLOW_BUFFERED, OPT_MODE, OPT_WORKERS, OPT_COMPUTE,
-    OPT_IDLE, OPT_SPEC, OPT_TOKENS, OPT_ADVICE, OPT_EVICTION, OPT_VERIFY, OPT_CHUNK
+    OPT_IDLE, OPT_SPEC, OPT_TOKENS, OPT_ADVICE, OPT_EVICTION, OPT_VERIFY, OPT_CHUNK,
+    OPT_REPLICA
 };
 
 /* A word of a list of names: its value, or -1. */
@@ -322,6 +326,8 @@ static int bench_opt(void *ctx, const tool_opt *o, const char *v)
         c->open_flags &= ~(uint32_t)SMOE_OPEN_NO_FREQ;
     else if (o->id == OPT_ALLOW_BUFFERED)
         c->open_flags |= SMOE_OPEN_ALLOW_BUFFERED;
+    else if (o->id == OPT_REPLICA)
+        return tool_replica_add(&c->replicas, "bench", v);
     else if (convert(c, o->id, v))
         return tool_error("bench", "%s '%s': out of range or malformed (see --help)", o->name,
                           v) + 1;
@@ -366,6 +372,7 @@ static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
         TOOL_VALUE("--eviction", OPT_EVICTION),
         TOOL_VALUE("--verify", OPT_VERIFY),
         TOOL_VALUE("--chunk", OPT_CHUNK),
+        TOOL_VALUE("--replica", OPT_REPLICA),
         TOOL_OPTS_END,
     };
     const tool_cli cli = {

@@ -35,6 +35,8 @@ static void usage(FILE *f)
             "  --top-k K        experts per token per layer (default: the vault's top_k)\n"
             "  --slots N        an explicit slot count (no budget)\n"
             "  --slot-mb N      an explicit slot size in MiB\n"
+            "  --replica PATH   a copy of the vault on another drive (repeatable): checked\n"
+            "                   as smoe_open checks it; copies do not change the ring\n"
             "  --json           print one JSON object instead of text\n"
             "  --help           this text\n");
 }
@@ -54,9 +56,10 @@ typedef struct args {
     uint64_t scout_bytes, reserve, slot_mb;
     uint32_t top_k, slots;
     int have_top_k, json;
+    tool_replicas rep;
 } args;
 
-enum { OPT_SCOUT_BYTES = 1, OPT_RESERVE, OPT_TOP_K, OPT_SLOTS, OPT_SLOT_MB };
+enum { OPT_SCOUT_BYTES = 1, OPT_RESERVE, OPT_TOP_K, OPT_SLOTS, OPT_SLOT_MB, OPT_REPLICA };
 
 static int budget_opt(void *ctx, const tool_opt *o, const char *v)
 {
@@ -76,6 +79,8 @@ static int budget_opt(void *ctx, const tool_opt *o, const char *v)
             return tool_error(cmd, "--top-k: '%s' is not in 1..65536", v) + 1;
         a->have_top_k = 1;
         break;
+    case OPT_REPLICA:
+        return tool_replica_add(&a->rep, cmd, v);
     case OPT_SLOTS:
         if (tool_parse_u32(v, 1, 1u << 20, &a->slots))
             return tool_error(cmd, "--slots: '%s' is not in 1..1048576", v) + 1;
@@ -100,6 +105,7 @@ static int parse(int argc, char **argv, args *a)
         TOOL_VALUE("--top-k", OPT_TOP_K),
         TOOL_VALUE("--slots", OPT_SLOTS),
         TOOL_VALUE("--slot-mb", OPT_SLOT_MB),
+        TOOL_VALUE("--replica", OPT_REPLICA),
         TOOL_OPTS_END,
     };
     const tool_cli cli = {
@@ -129,6 +135,10 @@ static void print_json(const args *a, const smoe__vault *v, const smoe__mem_prob
     json_object *o = json_object_new_object(), *in = json_object_new_object();
     json_object *bud = json_object_new_object(), *cgs = json_object_new_array();
     json_object_object_add(o, "vault", json_object_new_string(a->vault));
+    json_object *reps = json_object_new_array();
+    for (uint32_t i = 0; i < a->rep.n; i++)
+        json_object_array_add(reps, json_object_new_string(a->rep.path[i]));
+    json_object_object_add(o, "replicas", reps);
     json_object_object_add(o, "layers", json_object_new_int64(v->layers));
     json_object_object_add(o, "experts", json_object_new_int64(v->experts));
     json_object_object_add(o, "max_padded", u64j(v->max_padded));
@@ -352,6 +362,27 @@ static int fill_inputs(const args *a, const smoe__vault *v, smoe__budget_in *in)
     return 0;
 }
 
+/* Each --replica must be a copy of the vault, as smoe_open requires (the
+ * same vault id); 0, or 1 after saying which is not. */
+static int check_replicas(const args *a, const smoe__vault *v)
+{
+    for (uint32_t i = 0; i < a->rep.n; i++) {
+        smoe__vault c;
+        if (smoe__vault_load(&c, a->rep.path[i], smoe__io_get()) < 0)
+            return tool_error(cmd, "--replica: %s", smoe_last_error());
+        uint64_t id = c.vault_id;
+        smoe__vault_free(&c);
+        if (id != v->vault_id)
+            return tool_error(cmd, "--replica %s is not a copy of %s: its vault id is "
+                              "%016" PRIx64 ", the vault's %016" PRIx64, a->rep.path[i],
+                              a->vault, id, v->vault_id);
+        if (!a->json)
+            printf("replica    %s: a copy of the vault (vault id %016" PRIx64 "); copies "
+                   "spread reads, they do not change the ring\n", a->rep.path[i], id);
+    }
+    return 0;
+}
+
 int cmd_budget(int argc, char **argv)
 {
     args a;
@@ -362,7 +393,7 @@ int cmd_budget(int argc, char **argv)
     if ((r = smoe__vault_load(&v, a.vault, smoe__io_get())) < 0)
         return tool_error(cmd, "%s", smoe_last_error());
     smoe__budget_in in;
-    if (fill_inputs(&a, &v, &in)) {
+    if (check_replicas(&a, &v) || fill_inputs(&a, &v, &in)) {
         smoe__vault_free(&v);
         return 1;
     }

@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --chunk BYTES   read chunk (multiple of 16 KiB; default: the library's)\n"
             "  --retries N     read a blob whose read failed again, up to N times (default 0:\n"
             "                  the first failure ends the run)\n"
+            "  --replica PATH  a copy of the vault on another drive: reads are spread over\n"
+            "                  the vault and its copies (repeatable; docs/replicas.md)\n"
             "  --json          print the result as JSON (the first run's fields, and\n"
             "                  \"runs\": every run)\n");
 }
@@ -57,9 +59,10 @@ typedef struct read_args {
     uint32_t workers, slots, retries;
     uint64_t chunk;
     int verify, json, hash, buffered, order, verify_both;
+    tool_replicas rep;
 } read_args;
 
-enum { OPT_WORKERS = 1, OPT_SLOTS, OPT_RETRIES, OPT_CHUNK, OPT_ORDER };
+enum { OPT_WORKERS = 1, OPT_SLOTS, OPT_RETRIES, OPT_CHUNK, OPT_ORDER, OPT_REPLICA };
 
 static int read_opt(void *ctx, const tool_opt *o, const char *v)
 {
@@ -79,6 +82,8 @@ static int read_opt(void *ctx, const tool_opt *o, const char *v)
         if (!a->order)
             return tool_error(cmd, "--order: expected shares, blobs or both, got '%s'", v);
         break;
+    case OPT_REPLICA:
+        return tool_replica_add(&a->rep, cmd, v);
     case OPT_RETRIES:
         if (tool_parse_u32(v, 0, 1000000, &a->retries))
             return tool_error(cmd, "--retries: expected 0..1000000, got '%s'", v);
@@ -105,6 +110,7 @@ static int parse_args(int argc, char **argv, read_args *a)
         TOOL_VALUE("--slots", OPT_SLOTS),
         TOOL_VALUE("--retries", OPT_RETRIES),
         TOOL_VALUE("--chunk", OPT_CHUNK),
+        TOOL_VALUE("--replica", OPT_REPLICA),
         TOOL_FLAG("--verify", &a->verify, SMOE_VERIFY_ON),
         TOOL_FLAG("--no-verify", &a->verify, SMOE_VERIFY_OFF),
         TOOL_FLAG("--hash", &a->hash, 1),
@@ -131,6 +137,8 @@ typedef struct read_run {
     uint64_t open_ns, ns;
     int index;                        /* an index vault */
     smoe_stats st;                    /* at the end of the run */
+    uint32_t copies;                  /* the vault and its replicas */
+    smoe_replica_stats copy[1 + TOOL_MAX_REPLICAS]; /* path: NULL after close */
 } read_run;
 
 /* The library's warnings (a source file modified since indexing, a small
@@ -153,6 +161,8 @@ static smoe_stream *open_stream(const read_args *a, read_run *run)
     o.verify = run->verify;
     o.chunk_bytes = (uint32_t)a->chunk;
     o.log_fn = log_warning;
+    o.replicas = a->rep.path;
+    o.n_replicas = a->rep.n;
     o.flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS |
               (a->buffered ? SMOE_OPEN_BUFFERED : 0);
     smoe_stream *s = NULL;
@@ -256,6 +266,28 @@ static const char *order_name(int order)
     return order == ORDER_SHARES ? "shares" : "blobs";
 }
 
+/* Copy i's path: the vault, then the --replica paths in order. */
+static const char *copy_path(const read_args *a, uint32_t i)
+{
+    return i == 0 ? a->path : a->rep.path[i - 1];
+}
+
+/* "replicas": [{"path", "bytes", "reads", "failed"}, ...], the vault first. */
+static json_object *replicas_json(const read_args *a, const read_run *run)
+{
+    json_object *arr = json_object_new_array();
+    for (uint32_t i = 0; i < run->copies; i++) {
+        const smoe_replica_stats *r = &run->copy[i];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "path", json_object_new_string(copy_path(a, i)));
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)r->bytes));
+        json_object_object_add(o, "reads", json_object_new_int64((int64_t)r->reads));
+        json_object_object_add(o, "failed", json_object_new_int64((int64_t)r->failed));
+        json_object_array_add(arr, o);
+    }
+    return arr;
+}
+
 static json_object *run_json(const read_args *a, const read_run *run, double sec, double gbs,
                              uint64_t rss)
 {
@@ -282,6 +314,7 @@ static json_object *run_json(const read_args *a, const read_run *run, double sec
     json_object_object_add(j, "hash_mismatches", json_object_new_int64((int64_t)run->bad));
     json_object_object_add(j, "reads_failed", json_object_new_int64((int64_t)st->reads_failed));
     json_object_object_add(j, "retries", json_object_new_int64((int64_t)run->retried));
+    json_object_object_add(j, "replicas", replicas_json(a, run));
     return j;
 }
 
@@ -311,6 +344,13 @@ static void print_text(const read_args *a, const read_run *run, double sec, doub
     if (st->reads_failed || run->retried)
         printf("  reads failed: %llu; blobs read again: %llu\n",
                (unsigned long long)st->reads_failed, (unsigned long long)run->retried);
+    for (uint32_t i = 0; run->copies > 1 && i < run->copies; i++) {
+        const smoe_replica_stats *r = &run->copy[i];
+        printf("  copy %u %s: %llu reads, %.1f MiB, %llu failed, set aside %llu times%s\n", i,
+               copy_path(a, i), (unsigned long long)r->reads, (double)r->bytes / 1048576.0,
+               (unsigned long long)r->failed, (unsigned long long)r->set_aside,
+               r->in_use ? "" : " (aside now)");
+    }
 }
 
 /* One run on a fresh stream: 0, or the exit status of a failure. */
@@ -331,6 +371,15 @@ static int one_run(const read_args *a, const smoe__vault *v, const uint32_t *ord
     int rc = r < 0 ? tool_error(cmd, "%s", smoe_last_error()) : 0;
     run->st = (smoe_stats)SMOE_STATS_INIT;
     smoe_get_stats(s, &run->st);
+    for (uint32_t i = 0, n = 1; i < n && i <= TOOL_MAX_REPLICAS; i++) {
+        run->copy[i] = (smoe_replica_stats)SMOE_REPLICA_STATS_INIT;
+        int k = smoe_get_replica_stats(s, i, &run->copy[i]);
+        if (k <= 0)
+            break;
+        n = (uint32_t)k;
+        run->copy[i].path = NULL; /* the stream's, gone at close */
+        run->copies = i + 1;
+    }
     smoe_close(s);
     return rc;
 }

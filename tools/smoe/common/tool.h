@@ -55,4 +55,14 @@ void tool_progress_stop(tool_progress *p);
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t tool_peak_rss(void);
 
+/* --replica PATH, repeatable: copies of the vault on other drives
+ * (smoe_open_opts.replicas). */
+#define TOOL_MAX_REPLICAS 15
+typedef struct tool_replicas {
+    const char *path[TOOL_MAX_REPLICAS];
+    uint32_t n;
+} tool_replicas;
+/* Add one; -1 to go on, or the exit code after a message (too many). */
+int tool_replica_add(tool_replicas *r, const char *cmd, const char *path);
+
 #endif

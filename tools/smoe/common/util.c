@@ -117,3 +117,12 @@ uint64_t tool_peak_rss(void)
     return (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
 #endif
 }
+
+int tool_replica_add(tool_replicas *r, const char *cmd, const char *path)
+{
+    if (r->n == TOOL_MAX_REPLICAS)
+        return tool_error(cmd, "--replica: at most %d replicas ('%s' is one more)",
+                          TOOL_MAX_REPLICAS, path);
+    r->path[r->n++] = path;
+    return -1;
+}

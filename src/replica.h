@@ -1,0 +1,84 @@
+/*
+ * replica.h - the copies of a packed vault that reads are spread over
+ * (docs/replicas.md).
+ *
+ * Copy 0 is the vault itself, read through the workers' own descriptors;
+ * copies 1 .. n-1 are opts.replicas, checked at open against the vault
+ * (vault id, which is the checksum over the header, its declared size and
+ * every table) and opened once per worker. A chunk goes to the copy whose
+ * queue drains soonest by what each copy has delivered; a read that fails
+ * is tried on every other copy before its error is reported; a copy that
+ * fails SMOE__REPLICA_STREAK reads in a row is set aside (logged) and tried
+ * again retry_ns later, one probing read at a time.
+ */
+#ifndef SMOE_REPLICA_H
+#define SMOE_REPLICA_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "smoe/smoe.h"
+#include "io.h"
+
+#define SMOE__MAX_REPLICAS 16u  /* copies, the vault included */
+#define SMOE__REPLICA_STREAK 3u /* failed reads in a row that set a copy aside */
+#define SMOE__REPLICA_RETRY_NS 1000000000ull
+#define SMOE__REPLICA_WINDOW_NS 20000000ull /* busy time per throughput sample */
+
+typedef struct smoe__replica {
+    /* counters and the learned cost, written by workers: relaxed, statistics
+     * and hints only (no data depends on them) */
+    alignas(64) _Atomic uint64_t reads, bytes, failed, set_aside;
+    /* What it delivers: bytes over the time it had reads in flight, per
+     * window of SMOE__REPLICA_WINDOW_NS busy, averaged (replica_read.c) */
+    _Atomic uint64_t ns_per_mib;  /* 0: nothing learned yet */
+    _Atomic uint64_t last_event;  /* when a read last started or ended on it */
+    _Atomic uint64_t win_ns, win_bytes; /* the window being measured */
+    _Atomic uint64_t inflight_bytes;
+    _Atomic uint64_t aside_until; /* now_ns before which it takes no read; 0: in use */
+    _Atomic uint32_t inflight;    /* reads on it now */
+    _Atomic uint32_t streak;      /* failed reads in a row */
+    char *path;                  /* owned (copy 0: the vault's path, not owned) */
+    int *fd;                     /* per worker; copy 0's are the workers' own */
+    uint32_t *align;             /* per worker: its direct I/O boundary; 0: buffered */
+} smoe__replica;
+
+typedef struct smoe__replicas {
+    uint32_t n;       /* copies; 0 until smoe__replicas_open */
+    uint64_t retry_ns;
+    smoe__replica *r; /* n of them */
+} smoe__replicas;
+
+struct smoe_stream;
+struct smoe__worker;
+
+/*
+ * Check and open opts->replicas, after the workers' descriptors of the
+ * vault are open. SMOE_EINVAL: a bad list, or a copy that is not the
+ * vault's (the message names it); SMOE_ENOTSUP: an index vault; the
+ * loader's code for a copy that is not a valid vault; SMOE_ESYS,
+ * SMOE_EDIRECTIO, SMOE_ENOMEM.
+ */
+int smoe__replicas_open(struct smoe_stream *s, const smoe_open_opts *o);
+/* Close the copies' descriptors (after the workers are joined). */
+void smoe__replicas_close(struct smoe_stream *s);
+
+/* The boundary a direct read of fd cut short goes on from
+ * (smoe__io_read_full_ex); 0 for buffered reads. */
+uint32_t smoe__read_align(const struct smoe_stream *s, int fd);
+
+/*
+ * Read n bytes at off of the packed vault into buf from one copy, and on
+ * failure from each other copy in turn. Hot path: no lock, no allocation;
+ * besides the reads, the clock (vDSO) and a log line when a copy is set
+ * aside or back in use.
+ * @return 0, SMOE_ESHUTDOWN, or the last copy's error (*why says where).
+ */
+int smoe__replica_read(struct smoe_stream *s, const struct smoe__worker *wk, void *buf,
+                       uint64_t n, uint64_t off, smoe__io_fail *why);
+
+/* Count a read of an index vault (one copy: its sources). */
+void smoe__replica_count(struct smoe_stream *s, uint64_t bytes, int failed);
+
+#endif

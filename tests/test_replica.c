@@ -1,0 +1,393 @@
+/*
+ * Description: vault replicas (opts.replicas, docs/replicas.md):
+ *  - differing_replica_refused: a copy that is not the vault's (another
+ *    vault of the same shape, a truncated copy, the vault's own file, a
+ *    bad list) fails smoe_open with an error naming it;
+ *  - reads_spread: chunks are read from both copies, the per-copy counts
+ *    add up to the stream's, every blob is right; a copy made slow (each
+ *    read delayed) serves fewer reads than the fast one;
+ *  - failing_replica_changes_nothing: with every read of one copy failing,
+ *    every claim still returns the right bytes, the copy is set aside and
+ *    logged; only when every copy fails does a claim see SMOE_EIO;
+ *  - recovered_replica_used_again: a copy that failed for a while is
+ *    probed after opts.replica_retry_ms and serves reads again;
+ *  - shutdown_with_reads_on_several: smoe_shutdown and smoe_close while
+ *    reads are held in flight on both copies return, leaving no
+ *    descriptor or thread behind;
+ *  - replica_stats_bounds: smoe_get_replica_stats's count and refusals.
+ * The faults come from tests/fault_io.c, aimed at one copy's descriptors.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fault_io.h"
+#include "internal.h"
+#include "smoe/smoe.h"
+#include "testutil.h"
+
+#define L 4u
+#define E 8u
+
+/* Installed by the tests that inject faults; static, so that a failed test
+ * leaves no table pointing into its stack. */
+static struct fault_io fio;
+
+/* Workers may log at once (two copies set aside together): tu_log_cb under
+ * a lock. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void log_locked(void *user, int level, const char *msg)
+{
+    pthread_mutex_lock(&log_lock);
+    tu_log_cb(user, level, msg);
+    pthread_mutex_unlock(&log_lock);
+}
+
+static uint64_t bound_ns(void)
+{
+    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A byte-for-byte copy of src at dst. */
+static void copy_file(const char *src, const char *dst)
+{
+    uint64_t n;
+    unsigned char *p = tu_read_file(src, &n);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    free(p);
+}
+
+typedef struct rx {
+    tu_fx *f;
+    char copy[700];
+    tu_logbuf log;
+} rx;
+
+static rx *rx_new(void)
+{
+    rx *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    x->f = tu_fx_new(L, E, 60000, 200000, 20);
+    snprintf(x->copy, sizeof x->copy, "%s/copy.smoe", x->f->dir);
+    copy_file(x->f->path, x->copy);
+    return x;
+}
+
+static void rx_free(rx *x)
+{
+    unlink(x->copy);
+    tu_fx_free(x->f);
+    free(x);
+}
+
+static int open_with(rx *x, const char *const *reps, uint32_t n, uint32_t workers,
+                     uint32_t retry_ms, smoe_stream **s)
+{
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = workers;
+    o.ring_slots = L * E;
+    o.chunk_bytes = 16384 * 2;
+    o.verify = SMOE_VERIFY_ON;
+    o.flags = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ;
+    o.replicas = reps;
+    o.n_replicas = n;
+    o.replica_retry_ms = retry_ms;
+    o.log_fn = log_locked;
+    o.log_user = &x->log;
+    return smoe_open(x->f->path, &o, s);
+}
+
+static smoe_stream *open_ok(rx *x, uint32_t workers, uint32_t retry_ms)
+{
+    const char *reps[] = {x->copy};
+    smoe_stream *s = NULL;
+    int r = open_with(x, reps, 1, workers, retry_ms, &s);
+    if (r != 0)
+        fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
+    return s;
+}
+
+/* 1 if the blob holds exactly what the test vault wrote for it. */
+static int blob_ok(const tu_fx *f, const smoe_blob *b)
+{
+    uint64_t n = synth_blob_size(f->seed, b->layer, b->expert, f->min_bytes, f->max_bytes);
+    if (b->size != n)
+        return 0;
+    unsigned char *want = malloc(n);
+    assert_non_null(want);
+    synth_blob_fill(want, n, f->seed, b->layer, b->expert);
+    int ok = memcmp(b->data, want, n) == 0;
+    free(want);
+    return ok;
+}
+
+/* Demand every expert of layers [l0, l1) at once, then claim, check and
+ * release each. */
+static void read_layers(smoe_stream *s, const tu_fx *f, uint32_t l0, uint32_t l1)
+{
+    for (uint32_t l = l0; l < l1; l++)
+        for (uint32_t e = 0; e < E; e++)
+            assert_true(smoe_prefetch(s, l, e, SMOE_PREFETCH_DEMAND) >= 0);
+    for (uint32_t l = l0; l < l1; l++)
+        for (uint32_t e = 0; e < E; e++) {
+            smoe_blob b;
+            int r = smoe_claim_wait(s, l, e, bound_ns(), &b);
+            if (r < 0)
+                fail_msg("claim (%u, %u): %s: %s", l, e, smoe_err_name(r), smoe_last_error());
+            assert_true(blob_ok(f, &b));
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+}
+
+static smoe_replica_stats rstats(smoe_stream *s, uint32_t i)
+{
+    smoe_replica_stats st = SMOE_REPLICA_STATS_INIT;
+    int r = smoe_get_replica_stats(s, i, &st);
+    if (r < 0)
+        fail_msg("get_replica_stats %u: %s", i, smoe_last_error());
+    return st;
+}
+
+static void differing_replica_refused(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    smoe_stream *s = NULL;
+    /* another vault of the same shape and sizes, other bytes */
+    char other[700];
+    snprintf(other, sizeof other, "%s/other.smoe", x->f->dir);
+    assert_int_equal(tu_make_vault(other, L, E, 60000, 200000, 21), 0);
+    const char *reps[] = {x->copy, other};
+    assert_int_equal(open_with(x, reps, 2, 2, 0, &s), SMOE_EINVAL);
+    assert_null(s);
+    tu_expect_contains(smoe_last_error(), other);
+    tu_expect_contains(smoe_last_error(), "is not a copy of");
+    tu_expect_contains(smoe_last_error(), "vault id");
+    /* a truncated copy: the loader's error, naming it */
+    copy_file(x->copy, other);
+    tu_truncate(other, tu_file_size(x->copy) - 16384);
+    assert_int_equal(open_with(x, reps, 2, 2, 0, &s), SMOE_ETRUNC);
+    tu_expect_contains(smoe_last_error(), "replica 2");
+    tu_expect_contains(smoe_last_error(), other);
+    /* the vault itself, or one copy twice */
+    const char *self[] = {x->f->path};
+    assert_int_equal(open_with(x, self, 1, 2, 0, &s), SMOE_EINVAL);
+    tu_expect_contains(smoe_last_error(), "is the same file as");
+    const char *twice[] = {x->copy, x->copy};
+    assert_int_equal(open_with(x, twice, 2, 2, 0, &s), SMOE_EINVAL);
+    tu_expect_contains(smoe_last_error(), "is the same file as");
+    /* bad lists */
+    assert_int_equal(open_with(x, NULL, 1, 2, 0, &s), SMOE_EINVAL);
+    const char *null_item[] = {NULL};
+    assert_int_equal(open_with(x, null_item, 1, 2, 0, &s), SMOE_EINVAL);
+    const char *many[16] = {0};
+    assert_int_equal(open_with(x, many, 16, 2, 0, &s), SMOE_EINVAL);
+    tu_expect_contains(smoe_last_error(), "n_replicas 16");
+    /* a missing copy */
+    const char *gone[] = {"/nonexistent/copy.smoe"};
+    assert_true(open_with(x, gone, 1, 2, 0, &s) < 0);
+    tu_expect_contains(smoe_last_error(), "/nonexistent/copy.smoe");
+    assert_null(s);
+    unlink(other);
+    rx_free(x);
+}
+
+static void reads_spread(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    fault_io_install(&fio);
+    fio.target = x->copy;
+    atomic_store(&fio.delay_us, 300); /* reads overlap, as a drive's do */
+    smoe_stream *s = open_ok(x, 4, 0);
+    read_layers(s, x->f, 0, L);
+    smoe_stats st = tu_stats(s);
+    smoe_replica_stats a = rstats(s, 0), b = rstats(s, 1);
+    assert_int_equal(smoe_get_replica_stats(s, 1, &b), 2);
+    print_message("even: vault %llu reads, copy %llu reads\n", (unsigned long long)a.reads,
+                  (unsigned long long)b.reads);
+    assert_true(a.reads > 0 && b.reads > 0);
+    assert_int_equal(a.reads + b.reads, st.chunks_read);
+    assert_int_equal(a.bytes + b.bytes, st.bytes_read);
+    assert_int_equal(a.failed + b.failed, 0);
+    assert_string_equal(a.path, x->f->path);
+    assert_string_equal(b.path, x->copy);
+    assert_true(a.rate > 0 && b.rate > 0 && a.in_use && b.in_use);
+    assert_int_equal(smoe_close(s), 0);
+
+    /* the copy a drive of bounded bandwidth (one read at a time) 10x slower
+     * per read: it gets fewer reads */
+    atomic_store(&fio.target_delay_us, 3000);
+    atomic_store(&fio.target_serial, 1);
+    s = open_ok(x, 4, 0);
+    read_layers(s, x->f, 0, L);
+    a = rstats(s, 0);
+    b = rstats(s, 1);
+    print_message("slow copy: vault %llu reads, copy %llu reads\n",
+                  (unsigned long long)a.reads, (unsigned long long)b.reads);
+    assert_true(a.reads > 2 * b.reads);
+    assert_true(b.reads > 0);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    rx_free(x);
+}
+
+static void failing_replica_changes_nothing(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    fault_io_install(&fio);
+    fio.target = x->copy;
+    smoe_stream *s = open_ok(x, 4, 60000);
+    uint64_t at_open = atomic_load(&fio.target_reads); /* its header and tables */
+    atomic_store(&fio.target_fail, 1); /* after open: a copy that fails there is refused */
+    read_layers(s, x->f, 0, L);
+    smoe_stats st = tu_stats(s);
+    smoe_replica_stats a = rstats(s, 0), b = rstats(s, 1);
+    assert_int_equal(st.reads_failed, 0);
+    assert_int_equal(st.slots_failed, 0);
+    assert_int_equal(b.reads, 0);
+    assert_true(b.failed >= SMOE__REPLICA_STREAK);
+    assert_int_equal(b.failed, atomic_load(&fio.target_fired));
+    assert_int_equal(b.set_aside, 1);
+    assert_int_equal(b.in_use, 0);
+    assert_int_equal(a.reads, st.chunks_read);
+    tu_expect_contains(x->log.text, "set aside");
+    tu_expect_contains(x->log.text, x->copy);
+    /* set aside: the copy is not tried again before its retry time */
+    /* the streak, and reads already on it then (4 workers) */
+    assert_true(atomic_load(&fio.target_reads) - at_open <= SMOE__REPLICA_STREAK + 3);
+    assert_int_equal(smoe_close(s), 0);
+
+    /* every copy failing: the claim sees the error */
+    atomic_store(&fio.target_fail, 0);
+    s = open_ok(x, 2, 60000);
+    fault_io_arm(&fio, FIO_FAIL_FROM, FIO_PREAD, 1, EIO, 0);
+    assert_true(smoe_prefetch(s, 0, 0, SMOE_PREFETCH_DEMAND) >= 0);
+    smoe_blob blob;
+    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &blob), SMOE_EIO);
+    fault_io_disarm(&fio);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    rx_free(x);
+}
+
+static void recovered_replica_used_again(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    fault_io_install(&fio);
+    fio.target = x->copy;
+    atomic_store(&fio.delay_us, 300);
+    smoe_stream *s = open_ok(x, 4, 50);
+    atomic_store(&fio.target_fail, 1);
+    read_layers(s, x->f, 0, 2);
+    smoe_replica_stats b = rstats(s, 1);
+    assert_true(b.set_aside >= 1);
+    assert_int_equal(b.reads, 0);
+    /* the drive is back; after the retry time a probe finds it */
+    atomic_store(&fio.target_fail, 0);
+    sleep_ms(120);
+    read_layers(s, x->f, 2, L);
+    b = rstats(s, 1);
+    print_message("after recovery: copy %llu reads, %llu failed\n",
+                  (unsigned long long)b.reads, (unsigned long long)b.failed);
+    assert_true(b.reads > 0);
+    assert_int_equal(b.in_use, 1);
+    tu_expect_contains(x->log.text, "back in use");
+    assert_int_equal(tu_stats(s).reads_failed, 0);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    rx_free(x);
+}
+
+static void shutdown_with_reads_on_several(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    tu_baseline base = tu_baseline_take();
+    fault_io_install(&fio);
+    fio.target = x->copy;
+    smoe_stream *s = open_ok(x, 4, 0);
+    atomic_store(&fio.hold, 1);
+    for (uint32_t l = 0; l < L; l++)
+        for (uint32_t e = 0; e < E; e++)
+            assert_true(smoe_prefetch(s, l, e, SMOE_PREFETCH_DEMAND) >= 0);
+    /* wait until reads are held on both copies */
+    uint64_t t0 = tu_now_ns();
+    while (!(atomic_load(&s->rep.r[0].inflight) && atomic_load(&s->rep.r[1].inflight))) {
+        assert_true(tu_now_ns() - t0 < bound_ns());
+        sleep_ms(1);
+    }
+    assert_int_equal(smoe_shutdown(s), 0);
+    atomic_store(&fio.hold, 0);
+    smoe_blob b;
+    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    assert_int_equal(r, SMOE_ESHUTDOWN);
+    assert_int_equal(smoe_close(s), 0);
+    assert_int_equal(atomic_load(&fio.open_fds), 0);
+    fault_io_remove();
+    tu_baseline_check(base, "close after a shutdown with reads on two copies");
+    rx_free(x);
+}
+
+static void replica_stats_bounds(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    smoe_stream *s = NULL;
+    assert_int_equal(open_with(x, NULL, 0, 1, 0, &s), 0);
+    smoe_replica_stats st = SMOE_REPLICA_STATS_INIT;
+    assert_int_equal(smoe_get_replica_stats(s, 0, &st), 1);
+    assert_string_equal(st.path, x->f->path);
+    assert_int_equal(smoe_get_replica_stats(s, 1, &st), SMOE_EINVAL);
+    assert_int_equal(smoe_get_replica_stats(NULL, 0, &st), SMOE_EINVAL);
+    assert_int_equal(smoe_get_replica_stats(s, 0, NULL), SMOE_EINVAL);
+    st.struct_size = sizeof(size_t);
+    assert_int_equal(smoe_get_replica_stats(s, 0, &st), SMOE_EINVAL);
+    /* an older caller's shorter struct: only its bytes are written */
+    struct {
+        smoe_replica_stats head;
+        uint64_t guard;
+    } g;
+    memset(&g, 0xAB, sizeof g);
+    g.head.struct_size = offsetof(smoe_replica_stats, reads) + sizeof(uint64_t);
+    assert_int_equal(smoe_get_replica_stats(s, 0, &g.head), 1);
+    assert_int_equal(g.head.reads, 0);
+    assert_int_equal(g.head.bytes, 0xABABABABABABABABull);
+    assert_int_equal(smoe_close(s), 0);
+    rx_free(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(differing_replica_refused),
+        cmocka_unit_test(reads_spread),
+        cmocka_unit_test(failing_replica_changes_nothing),
+        cmocka_unit_test(recovered_replica_used_again),
+        cmocka_unit_test(shutdown_with_reads_on_several),
+        cmocka_unit_test(replica_stats_bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
