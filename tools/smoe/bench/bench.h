@@ -26,10 +26,13 @@ typedef enum bench_mode {
     BENCH_DIRECT,
     BENCH_SMOE_LRU,   /* the library under SMOE_EVICT_LRU (--sweep, or asked for) */
     BENCH_SMOE_REUSE, /* the library under SMOE_EVICT_REUSE */
+    BENCH_SMOE_HINT,  /* the library with hints of a simulated predictor (--spec-recall),
+                       * one run per recall: "smoe+recall=R" */
     BENCH_N_MODES
 } bench_mode;
 
 const char *bench_mode_name(bench_mode mode);
+#define BENCH_MAX_RECALL 8
 
 /* Access advice for the page-cache modes (--os-advice). */
 typedef enum bench_advice {
@@ -63,6 +66,8 @@ typedef struct bench_cfg {
     int cache_only;          /* cgroup limit also covers the OS modes' buffers */
     uint32_t idle_ms;        /* library: idle this long after open, then busy
                               * for the replay (0: no idle, busy never set) */
+    double recall[BENCH_MAX_RECALL]; /* --spec-recall: the simulated predictors' recalls */
+    int n_recall;
     uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
     int n_sweep;
 } bench_cfg;
@@ -139,7 +144,17 @@ typedef struct bench_result {
     uint64_t freq_status;     /* SMOE_FREQ_*: the histogram found at open */
     uint64_t prewarm_slots, prewarm_passes, prewarm_reads, prewarm_hits;
     uint64_t prewarm_reads_idle; /* pre-warm reads queued before the first token */
+    /* smoe+recall=R: the simulated predictor's hints (bench_predict.h) */
+    char name[32];            /* "smoe+recall=R"; empty: the mode's name */
+    double recall;            /* R asked for */
+    uint64_t hints_issued;    /* smoe_prefetch_hint calls */
+    uint64_t hints_true;      /* of which the expert was in the next row */
+    uint64_t hint_rows_truth; /* true experts of the rows hinted for */
+    uint64_t hint_cancelled;  /* the library's: hinted reads cancelled */
 } bench_result;
+
+/* r's name in tables and JSON: r->name, else its mode's. */
+const char *bench_result_name(const bench_result *r);
 
 /* Per-token wait accounting and the progress line, shared by the loops
  * (bench_clock.c). */
@@ -175,6 +190,8 @@ uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory);
 /* Run one mode in a child (bench_run.c): drop caches, cgroup when asked,
  * collect. */
 void bench_run_mode(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r);
+/* The smoe+recall=R mode at recall R. */
+void bench_run_recall(const bench_env *env, double recall, uint64_t memory, bench_result *r);
 
 /* cgroups and the page cache (bench_cgroup.c). */
 typedef struct bench_cgroup {
