@@ -7,7 +7,8 @@
  * demand, while plain speculative reads stay queued; a hint never takes a
  * slot that is referenced, pinned or being read, under either policy;
  * hinted reads count against the speculation cap; under reuse a live hint
- * decides which retained expert goes; bad arguments are refused.
+ * (the latest of an expert's) decides which retained expert goes; bad
+ * arguments are refused.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -276,7 +277,8 @@ static void live_hint_ranks_victims(void **state)
         claim_release(s, 0, e);
     assert_int_equal(smoe_prefetch_hint(s, 0, 0, 1.0f), SMOE_RESIDENT);
     assert_int_equal(smoe_prefetch_hint(s, 0, 1, 1.0f), SMOE_RESIDENT);
-    assert_int_equal(smoe_prefetch_hint(s, 0, 2, 0.0f), SMOE_RESIDENT);
+    assert_int_equal(smoe_prefetch_hint(s, 0, 2, 1.0f), SMOE_RESIDENT);
+    assert_int_equal(smoe_prefetch_hint(s, 0, 2, 0.0f), SMOE_RESIDENT); /* replaces 1 */
     claim_release(s, 1, 0);
     smoe_blob b;
     assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_ENOTRESIDENT);
