@@ -52,6 +52,7 @@ typedef struct bench_cfg {
     uint64_t memory;         /* cache bytes: ring, cgroup limit */
     uint32_t workers;        /* library workers and OS-mode reader threads */
     uint32_t compute_us;     /* simulated compute per (token, layer) */
+    int compute_auto;        /* --compute-us auto: compute_us measured (bench_compute.c) */
     uint32_t spec;           /* speculative gate ranks per row */
     int spec_next_layer;     /* prefetch the previous token's next-layer experts */
     uint64_t max_tokens;     /* replay at most this many tokens (0: all) */
@@ -173,6 +174,10 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user,
                         double cpu0_sys);
 void bench_cpu_now(double *user, double *sys);
 void bench_spin_us(uint32_t us);
+/* --compute-us auto: the median time of k float32 matrix-vector products
+ * over blobs of blob_bytes, each its own buffer (bench_compute.c); 0 when
+ * out of memory. */
+uint32_t bench_measure_compute_us(uint64_t blob_bytes, uint32_t k);
 
 /* Kernel bytes read from storage by this process (Linux /proc/self/io). */
 uint64_t bench_io_read_bytes(void);

@@ -73,8 +73,9 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            (double)cfg->memory / MIB, 100.0 * ratio((double)cfg->memory,
                                                     (double)env->total_padded),
            sim->slots, cg_note);
-    printf("workers %u, compute %u us per layer, %s, device read-ahead %d KiB%s\n",
+    printf("workers %u, compute %u us per layer%s, %s, device read-ahead %d KiB%s\n",
            cfg->workers, cfg->compute_us,
+           cfg->compute_auto ? " (auto: top-k float32 matrix-vector products measured)" : "",
            cfg->drop_caches ? "page cache dropped before each mode"
                             : "page cache NOT dropped between modes",
            env->read_ahead_kb, cfg->os_advice == BENCH_ADVICE_NORMAL ? "" :
@@ -403,6 +404,7 @@ static json_object *config_json(const bench_env *env, const bench_sim *sim,
     add_u64(c, "ring_slots", sim->slots);
     add_u64(c, "workers", cfg->workers);
     add_u64(c, "compute_us", cfg->compute_us);
+    add_b(c, "compute_auto", cfg->compute_auto);
     add_u64(c, "spec", cfg->spec);
     add_b(c, "spec_next_layer", cfg->spec_next_layer);
     add_u64(c, "open_flags", cfg->open_flags);

@@ -39,7 +39,9 @@ static void usage(FILE *f)
         "                    pagecache and mmap run in a cgroup limited to SIZE plus\n"
         "                    16 MiB for the process (default 25%%)\n"
         "  --workers N       library workers and OS-mode reader threads (default 16)\n"
-        "  --compute-us N    simulated compute per token and layer (default 0)\n"
+        "  --compute-us N    simulated compute per token and layer (default 0); auto:\n"
+        "                    the time of top-k float32 matrix-vector products over\n"
+        "                    blobs of the slot size on this CPU, measured at start\n"
         "  --tokens N        replay only the first N tokens\n"
         "  --spec N          also run smoe with the next N gate ranks prefetched\n"
         "                    speculatively (when the trace has them)\n"
@@ -299,7 +301,10 @@ static int convert(bench_cfg *c, int id, const char *v)
     switch (id) {
     case OPT_MODE: return parse_modes(v, &c->modes);
     case OPT_WORKERS: return tool_parse_u32(v, 1, 256, &c->workers);
-    case OPT_COMPUTE: return tool_parse_u32(v, 0, 10000000, &c->compute_us);
+    case OPT_COMPUTE:
+        if (strcmp(v, "auto") == 0)
+            return !(c->compute_auto = 1);
+        return tool_parse_u32(v, 0, 10000000, &c->compute_us);
     case OPT_IDLE: return tool_parse_u32(v, 0, 600000, &c->idle_ms);
     case OPT_SPEC: return tool_parse_u32(v, 0, TRACE_MAX_SPEC, &c->spec);
     case OPT_RECALL:
@@ -457,6 +462,8 @@ static int load_env(bench_env *env, bench_cfg *cfg, const char *mem, const char 
     env->read_ahead_kb = read_ahead_kb(env->files[0]);
     if (size_caches(env, cfg, mem, sweep))
         return 1;
+    if (cfg->compute_auto)
+        cfg->compute_us = bench_measure_compute_us(env->slot_bytes, env->max_k);
     if ((cfg->spec || cfg->spec_next_layer) && (cfg->modes & 1u << BENCH_SMOE))
         cfg->modes |= 1u << BENCH_SMOE_SPEC;
     if (cfg->spec && !env->trace.max_spec)
