@@ -106,7 +106,10 @@ freq_status freq_saving freq_saves freq_save_errors prewarm_slots prewarm_passes
 prewarm_reads prewarm_hits spec_chunk_bytes eviction evict_scans evict_scanned
 evict_rescored reuse_examples""".split()
 
-Stats = _versioned("smoe_stats", [(f, u64, V1_0) for f in _STATS_U64])
+V1_1 = 10100
+
+Stats = _versioned("smoe_stats", [(f, u64, V1_0) for f in _STATS_U64] +
+                   [("prefetch_hint", u64, V1_1), ("hint_cancelled", u64, V1_1)])
 
 RingRegion = _versioned("smoe_ring_region", [
     ("base", vp, V1_0), ("length", u64, V1_0), ("slot_stride", u64, V1_0),

@@ -274,7 +274,7 @@ def test_queries(tmp):
         r = s.ring_region()
         assert r["length"] == r["slots"] * r["slot_stride"] and r["base"] % 16384 == 0
         st = s.stats()
-        assert set(st) == set(_lib._STATS_U64)
+        assert set(st) == set(_lib._STATS_U64) | {"prefetch_hint", "hint_cancelled"}  # 1.1
         assert st["slots"] == r["slots"]
         s.set_busy(True)
         s.set_busy(False)
