@@ -7,7 +7,10 @@
  *  - the hot path per call on retained experts: smoe_prefetch, smoe_claim
  *    and smoe_release each timed over batches of calls (a batch of demand
  *    prefetches of one expert, as many claims, as many releases), and the
- *    claim + release and prefetch + claim + release round trips.
+ *    claim + release and prefetch + claim + release round trips;
+ *  - speculative prefetches of retained experts, plain and hinted
+ *    (smoe_prefetch_hint) in alternate batches, and demand prefetches once
+ *    hints are on.
  *
  * Usage: bench_core [workers] [seconds-idle]
  */
@@ -164,6 +167,34 @@ int main(int argc, char **argv)
         pct(kind == 1 ? "claim + release (hit)" : "prefetch + claim + release (hit)", lp,
             BATCHES);
     }
+    /* Speculative prefetches of retained experts, plain and hinted, in
+     * alternate batches (side by side); then demand prefetches once hints
+     * are on (each checks its layer's hint state). */
+    for (int k = 0; k < BATCHES; k++) {
+        uint32_t e = (uint32_t)k % WAKES;
+        uint64_t ta = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_prefetch(s, 0, e, SMOE_PREFETCH_SPECULATIVE) != SMOE_RESIDENT;
+        uint64_t t1 = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_prefetch_hint(s, 0, e, 0.75f) != SMOE_RESIDENT;
+        uint64_t t2 = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_prefetch(s, 0, e, 0) != SMOE_RESIDENT;
+        uint64_t t3 = smoe__now_ns();
+        for (int j = 0; j < PER_CALL; j++)
+            failed += smoe_claim(s, 0, e, &b) != SMOE_HIT || smoe_release(s, &b) != 0;
+        lp[k] = (t1 - ta) / PER_CALL;
+        lc[k] = (t2 - t1) / PER_CALL;
+        lr[k] = (t3 - t2) / PER_CALL;
+    }
+    if (failed) {
+        fprintf(stderr, "bench_core: %u calls did not return what a hit returns\n", failed);
+        return 1;
+    }
+    pct("prefetch (speculative, resident)", lp, BATCHES);
+    pct("prefetch_hint (resident)", lc, BATCHES);
+    pct("prefetch (demand, resident, hints on)", lr, BATCHES);
     free(lp);
     free(lc);
     free(lr);

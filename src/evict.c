@@ -11,6 +11,10 @@
  *    references (retained); speculative READY never claimed (under reuse:
  *    in the retained class, ranked with it); speculative reads queued but
  *    not started (evicting one cancels it, for demand only).
+ *  - Under reuse, an expert with a live hint (hint.c) is ranked, and a
+ *    hinted load admitted, by the hint's probability in place of its
+ *    learned q; the classes above still decide first, so a hint never
+ *    takes a slot with references, pins or a read in progress.
  *  - Under reuse, a speculative load takes an occupied idle slot only if
  *    its entry's keep value is below the speculated expert's own. Within the
  *    best class the policy ranks: SMOE_EVICT_LRU takes the least recently
@@ -62,9 +66,15 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
     double admit = 0.0;
     if (reuse && kind == SMOE__PICK_SPEC) {
         float q;
-        admit = smoe__reuse_keep_key(reuse, key, &q);
-        if (q < SMOE__REUSE_SPEC_MIN_Q)
-            return 0;
+        if (smoe__hint_live(s, key, &q)) {
+            /* the engine's probability replaces the learned q: no floor,
+             * the band order and the settling bound what a poor hint costs */
+            admit = smoe__reuse_keep_q(reuse, key, q);
+        } else {
+            admit = smoe__reuse_keep_key(reuse, key, &q);
+            if (q < SMOE__REUSE_SPEC_MIN_Q)
+                return 0;
+        }
     }
     /* relaxed: only where to start looking; any value is correct */
     uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
@@ -94,6 +104,8 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
         if (reuse) {
             float q;
             double keep = smoe__reuse_keep(reuse, v, smoe__w_key(w), &q);
+            if (smoe__hint_live(s, smoe__w_key(w), &q)) /* ranked by its hint */
+                keep = smoe__reuse_keep_q(reuse, smoe__w_key(w), q);
             if (kind == SMOE__PICK_SPEC && c > 0 && keep >= admit)
                 continue;
             if (c < best_class || keep < best_keep || (keep == best_keep && t < best_tick)) {

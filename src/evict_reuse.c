@@ -241,6 +241,13 @@ double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key, float *q)
     return smoe__reuse_keep_value((double)*q, SMOE__REUSE_LAMBDA, load_double(&r->qv), d);
 }
 
+double smoe__reuse_keep_q(smoe__reuse *r, uint32_t key, float q)
+{
+    uint32_t at, gap;
+    double d = place(r, key, LOAD(r->use[key]), &at, &gap);
+    return smoe__reuse_keep_value((double)q, SMOE__REUSE_LAMBDA, load_double(&r->qv), d);
+}
+
 void smoe__reuse_victim(smoe__reuse *r, float q)
 {
     store_double(&r->qv, smoe__reuse_qv_next(load_double(&r->qv), (double)q));

@@ -75,6 +75,9 @@ double smoe__reuse_keep(smoe__reuse *r, uint32_t v, uint32_t key, float *q);
  * 0, so it may take EMPTY and FAILED slots and entries ranked below 0
  * (those whose layer is far off). */
 double smoe__reuse_keep_key(smoe__reuse *r, uint32_t key, float *q);
+/* The keep value key would have with q given (an engine's hint, hint.c)
+ * in place of its learned q. */
+double smoe__reuse_keep_q(smoe__reuse *r, uint32_t key, float q);
 /* A scan chose a victim whose q was q. */
 void smoe__reuse_victim(smoe__reuse *r, float q);
 

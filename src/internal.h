@@ -26,6 +26,7 @@
 #include "budget.h"
 #include "evict_reuse.h"
 #include "freq.h"
+#include "hint.h"
 #include "io.h"
 #include "mpmc.h"
 #include "extent.h"
@@ -100,6 +101,7 @@ struct smoe_stream {
     _Atomic uint64_t *map;   /* layers * experts residency entries (slot.h) */
     smoe__mpmc demand_q;
     smoe__mpmc spec_q;
+    smoe__mpmc hint_q[SMOE__HINT_BANDS]; /* hinted speculative reads, by band (hint.h) */
     smoe__worker *workers;
     smoe__trace_rec *trace;
 
@@ -129,12 +131,18 @@ struct smoe_stream {
     alignas(64) atomic_int stop; /* smoe_shutdown called */
     atomic_int busy;             /* smoe_set_busy: the engine is in a request */
     _Atomic uint32_t spec_inflight;
+    atomic_int hint_on;          /* a hint was ever given: eviction reads hints */
+
+    /* hinted speculation (hint.c): per expert the hint's p (float bits, 0:
+     * none); per layer SMOE__HINT_* */
+    _Atomic uint32_t *hint;
+    _Atomic uint32_t *hint_layer;
 
     /* counters written by prefetching threads */
     alignas(64) _Atomic uint64_t c_prefetch_demand, c_prefetch_spec, c_hits, c_joins,
         c_misses, c_spec_queued, c_spec_skipped, c_spec_upgraded, c_spec_cancelled,
         c_spec_wasted_bytes, c_full, c_evictions, c_worker_wakes, c_evict_scans,
-        c_evict_scanned,
+        c_evict_scanned, c_prefetch_hint, c_hint_cancelled,
         c_push_full; /* pushes into reserved room that found the queue full (never
                       * expected: mpmc.h; counted and retried, worker.c) */
     /* counters written by claiming threads */
@@ -193,6 +201,21 @@ static inline void smoe__spec_put(struct smoe_stream *s)
     atomic_fetch_sub_explicit(&s->spec_inflight, 1, memory_order_relaxed);
 }
 
+/* The live hint of key (given, its layer's demand not yet arrived): 1 with
+ * *p, else 0. A statistic: relaxed loads, a racing hint is seen or not. */
+static inline int smoe__hint_live(const struct smoe_stream *s, uint32_t key, float *p)
+{
+    /* relaxed: see hint.h */
+    if (!atomic_load_explicit(&s->hint_on, memory_order_relaxed))
+        return 0;
+    uint32_t b = atomic_load_explicit(&s->hint[key], memory_order_relaxed);
+    if (!b || atomic_load_explicit(&s->hint_layer[key / s->vault.experts],
+                                   memory_order_relaxed) != SMOE__HINT_GIVEN)
+        return 0;
+    memcpy(p, &b, sizeof *p);
+    return 1;
+}
+
 /* evict.c: choose a slot for a new load; see the invariants there. */
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_t *slot,
@@ -209,11 +232,11 @@ static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t k
 }
 
 /* worker.c */
-/* Queue n chunk tokens of slot v's load (gen) on the demand or the
- * speculative queue, in room the caller has reserved (smoe__mpmc_reserve),
+/* Queue n chunk tokens of slot v's load (gen) on q (the demand, a hint
+ * band's or the speculative queue), in room the caller has reserved (smoe__mpmc_reserve),
  * and wake up to n parked workers. */
-void smoe__workers_enqueue(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n,
-                           int demand);
+void smoe__workers_enqueue(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_t gen,
+                           uint32_t n);
 int smoe__workers_start(struct smoe_stream *s);
 void smoe__workers_join(struct smoe_stream *s);
 

@@ -81,11 +81,12 @@ static int spec_budget_take(struct smoe_stream *s)
     return 1;
 }
 
-/* Arm slot v's load and queue its chunk tokens, in room already reserved. */
-static void queue_load(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t key,
-                       int demand)
+/* Arm slot v's load and queue its chunk tokens on q, in room already
+ * reserved there. */
+static void queue_load(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_t gen,
+                       uint32_t key, int demand)
 {
-    smoe__workers_enqueue(s, v, gen, smoe__slot_arm(s, v, gen, key, demand), demand);
+    smoe__workers_enqueue(s, q, v, gen, smoe__slot_arm(s, v, gen, key, demand));
 }
 
 /* Statistics and the speculation budget of the load or blob a reservation
@@ -140,8 +141,10 @@ static int take_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, uint3
     }
 }
 
-/* We hold key's map entry (PENDING): reserve a slot and queue the read. */
-static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags)
+/* We hold key's map entry (PENDING): reserve a slot and queue the read (a
+ * speculative one on sq: the plain or a hint band's queue). */
+static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags,
+                              smoe__mpmc *sq)
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
@@ -152,7 +155,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
         return SMOE_SKIPPED;
     }
     /* Room for the load's tokens, before a slot is taken. */
-    smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
+    smoe__mpmc *q = demand ? &s->demand_q : sq;
     const uint32_t n = smoe__load_chunks(s, key, demand);
     if (!smoe__mpmc_reserve(q, n)) {
         if (counted_spec)
@@ -178,7 +181,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
         smoe__reuse_forget(s->reuse, v); /* a new key: its score is not ours */
     smoe__touch(s, v); /* a fresh tick, so a burst cannot evict its own head */
     smoe__map_point(s->map, key, v, gen);
-    queue_load(s, v, gen, key, demand);
+    queue_load(s, q, v, gen, key, demand);
     if (demand)
         SMOE__COUNT(s, c_misses, 1);
     else if (counted_spec)
@@ -212,7 +215,7 @@ static void upgrade(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key)
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
     const uint32_t n = smoe__load_chunks(s, key, 0);
     if (smoe__mpmc_reserve(&s->demand_q, n))
-        smoe__workers_enqueue(s, v, smoe__w_gen(w), n, 1);
+        smoe__workers_enqueue(s, &s->demand_q, v, smoe__w_gen(w), n);
 }
 
 /* A prefetch joined key's read in flight in slot v (word w before). */
@@ -232,7 +235,7 @@ static smoe_prefetch_status retried(struct smoe_stream *s, uint32_t v, uint32_t 
                                     uint32_t key)
 {
     smoe__touch(s, v);
-    queue_load(s, v, gen, key, 1);
+    queue_load(s, &s->demand_q, v, gen, key, 1);
     SMOE__COUNT(s, c_misses, 1);
     return SMOE_QUEUED;
 }
@@ -271,14 +274,15 @@ static int join_slot(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t g
     }
 }
 
-int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
+/* smoe__prefetch_key, a new speculative read going on sq. */
+static int prefetch_into(struct smoe_stream *s, uint32_t key, uint64_t kflags, smoe__mpmc *sq)
 {
     unsigned spins = 0;
     for (;;) {
         uint64_t me = smoe__map_lookup(s->map, key);
         if (me == SMOE__MAP_NONE) {
             if (smoe__map_try_reserve(s->map, key))
-                return load_into_new_slot(s, key, kflags);
+                return load_into_new_slot(s, key, kflags, sq);
             continue;
         }
         if (me == SMOE__MAP_PENDING) {
@@ -298,8 +302,14 @@ int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
     }
 }
 
+int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
+{
+    return prefetch_into(s, key, kflags, &s->spec_q);
+}
+
 int smoe__prefetch_demand(struct smoe_stream *s, uint32_t layer, uint32_t key)
 {
+    smoe__hint_demand(s, layer);
     if (s->reuse)
         smoe__reuse_visit(s->reuse, layer);
     int r = smoe__prefetch_key(s, key, 0);
@@ -340,19 +350,25 @@ SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert)
     if (!smoe__vault_entry_of(&s->vault, layer, expert))
         return smoe__fail(SMOE_ENOENT, "cancel: no expert (layer %u, expert %u) in %s",
                           layer, expert, s->vault.path);
+    return smoe__cancel_queued(s, layer * s->vault.experts + expert);
+}
+
+SMOE_API int smoe_prefetch_hint(smoe_stream *s, uint32_t layer, uint32_t expert, float p)
+{
+    if (!s)
+        return smoe__fail(SMOE_EINVAL, "prefetch_hint: NULL stream");
+    if (atomic_load(&s->stop))
+        return smoe__fail(SMOE_ESHUTDOWN, "prefetch_hint: stream is shut down");
+    if (!(p >= 0.0f && p <= 1.0f)) /* also refuses NaN */
+        return smoe__fail(SMOE_EINVAL, "prefetch_hint: (layer %u, expert %u): probability "
+                          "%g is not in [0, 1]", layer, expert, (double)p);
+    if (!smoe__vault_entry_of(&s->vault, layer, expert))
+        return smoe__fail(SMOE_ENOENT, "prefetch_hint: no expert (layer %u, expert %u) in %s "
+                          "(%u layers x %u experts)", layer, expert, s->vault.path,
+                          s->vault.layers, s->vault.experts);
     const uint32_t key = layer * s->vault.experts + expert;
-    uint64_t me = smoe__map_lookup(s->map, key);
-    if (me == SMOE__MAP_NONE || me == SMOE__MAP_PENDING)
-        return SMOE_ENOTRESIDENT;
-    const uint32_t v = smoe__map_slot(me);
-    uint64_t w;
-    int r = smoe__slot_cancel(s, v, key, smoe__map_gen(me), &w);
-    if (r < 0)
-        return r;
-    smoe__map_clear(s->map, key, me);
-    SMOE__COUNT(s, c_spec_cancelled, 1);
-    if (!(w & SMOE__W_PREWARM))
-        smoe__spec_put(s);
-    smoe__slot_wake_waiters(s, v, w);
-    return 0;
+    SMOE__COUNT(s, c_prefetch_hint, 1);
+    /* before the prefetch: its victim pick and admission read the hint */
+    smoe__hint_set(s, layer, key, p);
+    return prefetch_into(s, key, SMOE__W_SPEC, &s->hint_q[smoe__hint_band(p)]);
 }

@@ -30,6 +30,8 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.spec_used = LOAD(s->c_spec_used);
     f.spec_wasted_bytes = LOAD(s->c_spec_wasted_bytes);
     f.full = LOAD(s->c_full);
+    f.prefetch_hint = LOAD(s->c_prefetch_hint);
+    f.hint_cancelled = LOAD(s->c_hint_cancelled);
     f.reads_done = LOAD(s->c_reads_done);
     f.reads_failed = LOAD(s->c_reads_failed);
     f.bytes_read = LOAD(s->c_bytes_read);

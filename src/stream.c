@@ -186,6 +186,7 @@ static void stream_free(struct smoe_stream *s)
     smoe__trace_rec_close(s->trace);
     smoe__mpmc_free(&s->demand_q);
     smoe__mpmc_free(&s->spec_q);
+    smoe__hint_free(s);
     free(s->workers);
     free(s->map);
     smoe__ring_free(&s->ring);
@@ -286,6 +287,9 @@ static int tables_open(struct smoe_stream *s)
     if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
         smoe__mpmc_init(&s->spec_q, qcap))
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
+    int r = smoe__hint_init(s, qcap); /* the hint bands: as the speculative queue */
+    if (r < 0)
+        return r;
     smoe__map_init(s->map, nkeys);
     for (uint32_t i = 0; i < s->nworkers; i++) {
         s->workers[i].s = s;

@@ -7,7 +7,8 @@
  * smoe_open (source.c), and a chunk's read goes through extent.c. A blob
  * is read in chunks: arming a load queues one token per chunk, so a
  * demand blob spreads over every idle worker at once. Loop: pop a token from the demand queue, and only when it is empty from the
- * speculative one, so demand waits at most one chunk of lower-priority
+ * hinted speculative ones, highest probability band first (hint.h), then
+ * the plain speculative one, so demand waits at most one chunk of lower-priority
  * work per worker; mark the slot STARTED (which also drops tokens of a
  * cancelled or stale load); take the next chunk of the load (each chunk of
  * an arming is handed out exactly once, in the size it was armed with,
@@ -67,10 +68,9 @@ static void push_reserved(struct smoe_stream *s, smoe__mpmc *q, smoe__req rq, ui
     }
 }
 
-void smoe__workers_enqueue(struct smoe_stream *s, uint32_t v, uint32_t gen, uint32_t n,
-                           int demand)
+void smoe__workers_enqueue(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_t gen,
+                           uint32_t n)
 {
-    smoe__mpmc *q = demand ? &s->demand_q : &s->spec_q;
     const smoe__req rq = {v, gen};
     for (uint32_t i = 0; i < n; i++)
         if (!smoe__mpmc_push(q, rq))
@@ -139,7 +139,7 @@ static int hand_off_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
     if (atomic_load(&s->idle) == 0 || !smoe__mpmc_reserve(&s->spec_q, 1))
         return 0;
     smoe__warmup_verify_begin(s);
-    smoe__workers_enqueue(s, v, gen | SMOE__REQ_VERIFY, 1, 0);
+    smoe__workers_enqueue(s, &s->spec_q, v, gen | SMOE__REQ_VERIFY, 1);
     return 1;
 }
 
@@ -220,14 +220,22 @@ static void run_verify(smoe__worker *wk, smoe__req rq)
 
 static int pop_request(struct smoe_stream *s, smoe__req *rq)
 {
-    /* Demand first, always; speculation only when demand is empty. The
-     * token's room goes back once it is off the queue. */
+    /* Demand first, always; speculation only when demand is empty:
+     * hinted reads by band, the most probable first, then plain ones (a
+     * plain speculative prefetch carries no probability to rank it by).
+     * The token's room goes back once it is off the queue. */
     smoe__mpmc *q = &s->demand_q;
-    if (!smoe__mpmc_pop(q, rq)) {
-        q = &s->spec_q;
-        if (!smoe__mpmc_pop(q, rq))
-            return 0;
+    if (smoe__mpmc_pop(q, rq))
+        goto got;
+    for (unsigned b = SMOE__HINT_BANDS; b-- > 0;) {
+        q = &s->hint_q[b];
+        if (smoe__mpmc_pop(q, rq))
+            goto got;
     }
+    q = &s->spec_q;
+    if (!smoe__mpmc_pop(q, rq))
+        return 0;
+got:
     smoe__mpmc_unreserve(q, 1);
     return 1;
 }

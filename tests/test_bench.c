@@ -9,6 +9,8 @@
  * replay recorded through the library ($SMOE_TRACE) gives back the same
  * rows. The first token's wait is reported, and --idle-ms with the
  * histogram on finds no histogram, then the one the first run saved.
+ * --spec-recall runs a smoe+recall=R mode per recall whose hints come
+ * true as often as asked (all at 1), and refuses a recall above 1.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -237,6 +239,70 @@ static void test_bench_all(void **state)
     json_object_put(root);
 }
 
+/* --spec-recall: a smoe+recall=R mode per recall, with the smoe mode's
+ * fields and the hints' own; a perfect predictor's hints all come true, a
+ * 0.5 one's about half; a recall outside [0, 1] is refused. */
+static void test_spec_recall(void **state)
+{
+    (void)state;
+    write_vault();
+    int fd = open(vault, O_RDONLY | O_DIRECT);
+    if (fd < 0)
+        skip();
+    close(fd);
+    char cmd[9000];
+    int n = snprintf(cmd, sizeof cmd, "'%s' trace-gen -o '%s' --layers %d --experts %d "
+             "--top-k 2 --tokens 40 --requests 2 --overlap 0.5 --seed 9", tool, trace, LAYERS,
+             EXPERTS);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    assert_int_equal(run(cmd), 0);
+    n = snprintf(cmd, sizeof cmd, "'%s' bench --vault '%s' --trace '%s' --memory %u "
+             "--workers 2 --compute-us 100 --spec-recall 1,0.5 --no-drop-caches "
+             "--no-progress --json '%s'", tool, vault, trace, 10 * PADDED, json);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    if (run(cmd)) {
+        show_output();
+        fail_msg("smoe bench --spec-recall failed");
+    }
+    assert_true(output_has("smoe+recall=0.5: wait per token"));
+    json_object *root = json_object_from_file(json);
+    assert_non_null(root);
+    json_object *modes = get(root, "modes");
+    assert_int_equal(json_object_array_length(modes), 3);
+    static const char *want[] = {"smoe", "smoe+recall=1", "smoe+recall=0.5"};
+    for (size_t i = 0; i < 3; i++) {
+        json_object *m = json_object_array_get_idx(modes, i);
+        assert_string_equal(json_object_get_string(get(m, "mode")), want[i]);
+        if (!json_object_get_boolean(get(m, "ok")))
+            fail_msg("mode %s failed: %s", want[i], json_object_to_json_string(m));
+        assert_int_equal(get_u(m, "hits") + get_u(m, "joins") + get_u(m, "misses"),
+                         get_u(m, "requests"));
+        json_object *lib = get(m, "library");
+        get(lib, "spec_wasted_bytes");
+        if (i == 0)
+            continue;
+        get(m, "vs_smoe");
+        uint64_t issued = get_u(lib, "hints_issued"), came = get_u(lib, "hints_true");
+        get(lib, "wasted_bytes");
+        get(lib, "hint_cancelled");
+        /* 40 tokens, hints for layers 1..3, top-2 */
+        assert_int_equal(issued, 40 * (LAYERS - 1) * 2);
+        double r = json_object_get_double(get(lib, "recall_measured"));
+        if (i == 1) {
+            assert_int_equal(came, issued);
+            assert_true(r == 1.0);
+        } else {
+            assert_true(r > 0.35 && r < 0.65);
+        }
+    }
+    json_object_put(root);
+    n = snprintf(cmd, sizeof cmd, "'%s' bench --vault '%s' --trace '%s' --spec-recall 1.5",
+                 tool, vault, trace);
+    assert_true(n > 0 && (size_t)n < sizeof cmd);
+    assert_int_not_equal(run(cmd), 0);
+    assert_true(output_has("--spec-recall '1.5'"));
+}
+
 static void test_shape_mismatch(void **state)
 {
     (void)state;
@@ -335,6 +401,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_all),
+        cmocka_unit_test(test_spec_recall),
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_record_roundtrip),
         cmocka_unit_test(test_idle_freq),

@@ -446,6 +446,31 @@ typedef struct smoe_blob {
 SMOE_API int smoe_cancel(smoe_stream *s, uint32_t layer, uint32_t expert); /* since 1.0 */
 
 /*
+ * A speculative prefetch that carries the engine's probability p, in
+ * [0, 1], that the expert is asked for (demand-prefetched) at the next
+ * visit of its layer: a router lookahead's guess. As
+ * SMOE_PREFETCH_SPECULATIVE (same statuses, same speculation cap, never
+ * evicts a slot with references, demand pins or a read in progress),
+ * and in addition:
+ *  - until the layer's next demand prefetch, the `reuse` eviction policy
+ *    ranks and admits the expert by p instead of its own estimate (under
+ *    SMOE_EVICT_LRU, which keeps no estimate, p orders reads only);
+ *  - when more speculative reads are queued than workers can serve, hinted
+ *    reads are served highest p first (in 4 bands of 0.25), before
+ *    plain speculative ones and always after demand;
+ *  - once the layer's demand set is complete (the first demand prefetch of
+ *    the next layer), hinted reads that no demand prefetch of the layer
+ *    joined and no worker has started are cancelled (counted in
+ *    stats.hint_cancelled and spec_cancelled).
+ * A later hint of the same expert replaces p. docs/eviction.md, "Hints".
+ * @return as smoe_prefetch with SMOE_PREFETCH_SPECULATIVE; SMOE_EINVAL: p
+ *         not in [0, 1] (or NaN).
+ * Thread safety: any number of threads at once; lock-free; no allocation.
+ */
+SMOE_API int smoe_prefetch_hint(smoe_stream *s, uint32_t layer, uint32_t expert,
+                                float p);                       /* since 1.1 */
+
+/*
  * Non-blocking claim (never issues I/O). A claim that takes a reference, or
  * reports a failed read, honours one demand prefetch of the expert: it
  * removes one pin, if the expert has any (see smoe_prefetch). *blob must
@@ -752,6 +777,10 @@ typedef struct smoe_stats {
     uint64_t warmup_bytes;        /* padded bytes of the loaded experts */
     uint64_t warmup_ns;           /* from smoe_warmup to its end (or to now) */
     uint64_t warmup_bytes_per_s;  /* warmup_bytes / warmup_ns */
+    /* since 1.1: hinted speculation (smoe_prefetch_hint) */
+    uint64_t prefetch_hint;       /* smoe_prefetch_hint calls that passed validation */
+    uint64_t hint_cancelled;      /* hinted reads cancelled: their layer's demand
+                                   * set did not contain the expert */
 } smoe_stats;
 
 /* smoe_stats.budget_rules: how the slot count was reached */

@@ -111,7 +111,7 @@ prewarm_reads prewarm_hits spec_chunk_bytes eviction evict_scans evict_scanned
 evict_rescored reuse_examples""".split()
 
 _STATS_U64_1_1 = """warmup_running warmup_experts warmup_loaded warmup_failed warmup_bytes
-warmup_ns warmup_bytes_per_s""".split()
+warmup_ns warmup_bytes_per_s prefetch_hint hint_cancelled""".split()
 
 Stats = _versioned("smoe_stats", [(f, u64, V1_0) for f in _STATS_U64] +
                    [(f, u64, V1_1) for f in _STATS_U64_1_1])

@@ -27,10 +27,13 @@ typedef enum bench_mode {
     BENCH_DIRECT,
     BENCH_SMOE_LRU,   /* the library under SMOE_EVICT_LRU (--sweep, or asked for) */
     BENCH_SMOE_REUSE, /* the library under SMOE_EVICT_REUSE */
+    BENCH_SMOE_HINT,  /* the library with hints of a simulated predictor (--spec-recall),
+                       * one run per recall: "smoe+recall=R" */
     BENCH_N_MODES
 } bench_mode;
 
 const char *bench_mode_name(bench_mode mode);
+#define BENCH_MAX_RECALL 8
 
 /* Access advice for the page-cache modes (--os-advice). */
 typedef enum bench_advice {
@@ -50,6 +53,7 @@ typedef struct bench_cfg {
     uint64_t memory;         /* cache bytes: ring, cgroup limit */
     uint32_t workers;        /* library workers and OS-mode reader threads */
     uint32_t compute_us;     /* simulated compute per (token, layer) */
+    int compute_auto;        /* --compute-us auto: compute_us measured (bench_compute.c) */
     uint32_t spec;           /* speculative gate ranks per row */
     int spec_next_layer;     /* prefetch the previous token's next-layer experts */
     uint64_t max_tokens;     /* replay at most this many tokens (0: all) */
@@ -64,6 +68,8 @@ typedef struct bench_cfg {
     int cache_only;          /* cgroup limit also covers the OS modes' buffers */
     uint32_t idle_ms;        /* library: idle this long after open, then busy
                               * for the replay (0: no idle, busy never set) */
+    double recall[BENCH_MAX_RECALL]; /* --spec-recall: the simulated predictors' recalls */
+    int n_recall;
     uint64_t sweep[32];      /* --sweep: cache sizes in bytes */
     int n_sweep;
     tool_replicas replicas;  /* --replica: copies of the vault (library modes) */
@@ -145,7 +151,17 @@ typedef struct bench_result {
     uint64_t warmup_bytes_idle;  /* and their bytes */
     uint64_t copies;          /* the vault and its replicas */
     uint64_t copy_reads[16], copy_failed[16]; /* per copy (smoe_get_replica_stats) */
+    /* smoe+recall=R: the simulated predictor's hints (bench_predict.h) */
+    char name[32];            /* "smoe+recall=R"; empty: the mode's name */
+    double recall;            /* R asked for */
+    uint64_t hints_issued;    /* smoe_prefetch_hint calls */
+    uint64_t hints_true;      /* of which the expert was in the next row */
+    uint64_t hint_rows_truth; /* true experts of the rows hinted for */
+    uint64_t hint_cancelled;  /* the library's: hinted reads cancelled */
 } bench_result;
+
+/* r's name in tables and JSON: r->name, else its mode's. */
+const char *bench_result_name(const bench_result *r);
 
 /* Per-token wait accounting and the progress line, shared by the loops
  * (bench_clock.c). */
@@ -164,6 +180,10 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user,
                         double cpu0_sys);
 void bench_cpu_now(double *user, double *sys);
 void bench_spin_us(uint32_t us);
+/* --compute-us auto: the median time of k float32 matrix-vector products
+ * over blobs of blob_bytes, each its own buffer (bench_compute.c); 0 when
+ * out of memory. */
+uint32_t bench_measure_compute_us(uint64_t blob_bytes, uint32_t k);
 
 /* Kernel bytes read from storage by this process (Linux /proc/self/io). */
 uint64_t bench_io_read_bytes(void);
@@ -181,6 +201,8 @@ uint64_t bench_cgroup_limit(const bench_env *env, uint64_t memory);
 /* Run one mode in a child (bench_run.c): drop caches, cgroup when asked,
  * collect. */
 void bench_run_mode(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r);
+/* The smoe+recall=R mode at recall R. */
+void bench_run_recall(const bench_env *env, double recall, uint64_t memory, bench_result *r);
 
 /* cgroups and the page cache (bench_cgroup.c). */
 typedef struct bench_cgroup {

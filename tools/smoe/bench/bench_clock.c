@@ -21,8 +21,14 @@ const char *bench_mode_name(bench_mode mode)
     case BENCH_DIRECT: return "direct";
     case BENCH_SMOE_LRU: return "smoe-lru";
     case BENCH_SMOE_REUSE: return "smoe-reuse";
+    case BENCH_SMOE_HINT: return "smoe+recall";
     default: return "?";
     }
+}
+
+const char *bench_result_name(const bench_result *r)
+{
+    return r->name[0] ? r->name : bench_mode_name(r->mode);
 }
 
 const char *bench_advice_name(bench_advice advice)

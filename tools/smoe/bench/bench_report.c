@@ -33,7 +33,7 @@ static double cpu_per_gb(const bench_result *r)
 static int is_library(bench_mode mode)
 {
     return mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC || mode == BENCH_SMOE_LRU ||
-           mode == BENCH_SMOE_REUSE;
+           mode == BENCH_SMOE_REUSE || mode == BENCH_SMOE_HINT;
 }
 
 static const char *freq_name(uint64_t status)
@@ -73,8 +73,9 @@ void bench_print_header(const bench_env *env, const bench_sim *sim, const char *
            (double)cfg->memory / MIB, 100.0 * ratio((double)cfg->memory,
                                                     (double)env->total_padded),
            sim->slots, cg_note);
-    printf("workers %u, compute %u us per layer, %s, device read-ahead %d KiB%s\n",
+    printf("workers %u, compute %u us per layer%s, %s, device read-ahead %d KiB%s\n",
            cfg->workers, cfg->compute_us,
+           cfg->compute_auto ? " (auto: top-k float32 matrix-vector products measured)" : "",
            cfg->drop_caches ? "page cache dropped before each mode"
                             : "page cache NOT dropped between modes",
            env->read_ahead_kb, cfg->os_advice == BENCH_ADVICE_NORMAL ? "" :
@@ -102,22 +103,22 @@ static const char *eviction_name(uint64_t eviction)
 
 static void print_rows(const bench_result *res, int n)
 {
-    printf("\n%-10s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s %7s\n", "mode", "tok/s",
+    printf("\n%-16s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s %7s\n", "mode", "tok/s",
            "wait/tok", "p50", "p99", "hit", "joins", "read", "GB/s", "CPU s", "peak RSS",
            "limit");
-    printf("%-10s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s\n", "", "", "ms mean", "ms", "ms",
+    printf("%-16s %8s %9s %9s %9s %6s %6s %9s %7s %7s %8s\n", "", "", "ms mean", "ms", "ms",
            "rate", "", "GiB", "read", "per GB", "MiB");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (!r->ok) {
-            printf("%-10s FAILED: %s\n", bench_mode_name(r->mode), r->error);
+            printf("%-16s FAILED: %s\n", bench_result_name(r), r->error);
             continue;
         }
         const char *lim = r->mode == BENCH_PAGECACHE || r->mode == BENCH_MMAP
                               ? (r->memory_limited ? "cgroup" : "NONE")
                               : (r->mode == BENCH_DIRECT ? "-" : "ring");
-        printf("%-10s %8.2f %9.2f %9.2f %9.2f %6.3f %6.3f %9.2f %7.2f %7.3f %8.0f %7s\n",
-               bench_mode_name(r->mode), ratio((double)r->tokens, r->elapsed_s),
+        printf("%-16s %8.2f %9.2f %9.2f %9.2f %6.3f %6.3f %9.2f %7.2f %7.3f %8.0f %7s\n",
+               bench_result_name(r), ratio((double)r->tokens, r->elapsed_s),
                r->wait_mean_us / 1e3, r->wait_p50_us / 1e3, r->wait_p99_us / 1e3, hit_rate(r),
                ratio((double)r->joins, (double)r->requests), (double)r->bytes_read / GIB,
                ratio((double)r->bytes_read / 1e9, r->elapsed_s), cpu_per_gb(r),
@@ -139,7 +140,7 @@ static void print_vs_smoe(const bench_result *res, int n, const bench_result *s)
             printf("\nagainst smoe (wait per token: mode / smoe, > 1 means smoe waits "
                    "less; tok/s: smoe / mode):\n");
         any = 1;
-        printf("  %-10s wait %.2fx   p99 %.2fx   tok/s %.2fx\n", bench_mode_name(r->mode),
+        printf("  %-16s wait %.2fx   p99 %.2fx   tok/s %.2fx\n", bench_result_name(r),
                ratio(r->wait_mean_us, s->wait_mean_us), ratio(r->wait_p99_us, s->wait_p99_us),
                ratio(ratio((double)s->tokens, s->elapsed_s),
                      ratio((double)r->tokens, r->elapsed_s)));
@@ -154,7 +155,7 @@ static void print_library(const bench_result *res, int n)
         if (!r->ok || !is_library(r->mode))
             continue;
         printf("%s: %s eviction, %.1f slots scanned per scan; %llu KiB chunks; prefetch to "
-               "READY: demand p50 %.2f ms, p99 %.2f ms", bench_mode_name(r->mode),
+               "READY: demand p50 %.2f ms, p99 %.2f ms", bench_result_name(r),
                eviction_name(r->eviction),
                ratio((double)r->evict_scanned, (double)r->evict_scans),
                (unsigned long long)r->chunk_bytes / 1024, r->ready_demand_p50_ns / 1e6,
@@ -174,7 +175,7 @@ static void print_first_tokens(const bench_result *res, int n)
         if (!r->ok)
             continue;
         printf("%s: first token wait %.2f ms, first %llu tokens %.2f ms mean",
-               bench_mode_name(r->mode), r->wait_first_us / 1e3,
+               bench_result_name(r), r->wait_first_us / 1e3,
                (unsigned long long)(r->tokens < 10 ? r->tokens : 10), r->wait_first10_us / 1e3);
         if (is_library(r->mode))
             printf("; histogram %s; pre-warm %llu reads (%llu before the first token), "
@@ -206,6 +207,25 @@ static void print_speculation(const bench_result *s, const bench_result *sp)
            sp->wait_mean_us / 1e3, 100.0 * (ratio(sp->wait_mean_us, s->wait_mean_us) - 1));
 }
 
+/* Each smoe+recall=R run against smoe: wait, hit rate, the hints' fate. */
+static void print_hints(const bench_result *res, int n, const bench_result *s)
+{
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        if (!r->ok || r->mode != BENCH_SMOE_HINT)
+            continue;
+        printf("%s: wait per token %.3f of smoe's (%.2f -> %.2f ms), hit rate %.3f -> %.3f; "
+               "%llu hints, %llu came true (recall %.3f), %llu cancelled unstarted, "
+               "%.2f GiB wasted\n", bench_result_name(r),
+               s ? ratio(r->wait_mean_us, s->wait_mean_us) : 0.0,
+               s ? s->wait_mean_us / 1e3 : 0.0, r->wait_mean_us / 1e3, s ? hit_rate(s) : 0.0,
+               hit_rate(r), (unsigned long long)r->hints_issued,
+               (unsigned long long)r->hints_true,
+               ratio((double)r->hints_true, (double)r->hint_rows_truth),
+               (unsigned long long)r->hint_cancelled, (double)r->spec_wasted_bytes / GIB);
+    }
+}
+
 void bench_print_table(const bench_env *env, const bench_result *res, int n)
 {
     (void)env;
@@ -215,6 +235,7 @@ void bench_print_table(const bench_env *env, const bench_result *res, int n)
     print_library(res, n);
     print_first_tokens(res, n);
     print_speculation(s, find(res, n, BENCH_SMOE_SPEC));
+    print_hints(res, n, s);
     fflush(stdout);
 }
 
@@ -279,6 +300,14 @@ static json_object *library_json(const bench_result *r)
     add_u64(l, "warmup_experts_before_first_token", r->warmup_loaded_idle);
     add_u64(l, "warmup_bytes_before_first_token", r->warmup_bytes_idle);
     add_u64(l, "prewarm_hits", r->prewarm_hits);
+    if (r->mode == BENCH_SMOE_HINT) {
+        add_d(l, "recall", r->recall);
+        add_u64(l, "hints_issued", r->hints_issued);
+        add_u64(l, "hints_true", r->hints_true);
+        add_d(l, "recall_measured", ratio((double)r->hints_true, (double)r->hint_rows_truth));
+        add_u64(l, "hint_cancelled", r->hint_cancelled);
+        add_u64(l, "wasted_bytes", r->spec_wasted_bytes);
+    }
     return l;
 }
 
@@ -308,7 +337,7 @@ static json_object *waits_json(const bench_result *r)
 static json_object *result_json(const bench_result *r, const bench_result *smoe)
 {
     json_object *o = json_object_new_object();
-    add_s(o, "mode", bench_mode_name(r->mode));
+    add_s(o, "mode", bench_result_name(r));
     add_b(o, "ok", r->ok);
     if (!r->ok) {
         add_s(o, "error", r->error);
@@ -390,6 +419,7 @@ static json_object *config_json(const bench_env *env, const bench_sim *sim,
     add_u64(c, "ring_slots", sim->slots);
     add_u64(c, "workers", cfg->workers);
     add_u64(c, "compute_us", cfg->compute_us);
+    add_b(c, "compute_auto", cfg->compute_auto);
     add_u64(c, "spec", cfg->spec);
     add_b(c, "spec_next_layer", cfg->spec_next_layer);
     add_u64(c, "open_flags", cfg->open_flags);

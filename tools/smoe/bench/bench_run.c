@@ -24,10 +24,16 @@ typedef struct child {
     bench_result *shared; /* the child's result */
 } child;
 
+/* The recall of the next smoe+recall run (bench_run_recall); the child
+ * inherits it. */
+static double run_recall;
+
 static void run_in_child(const bench_env *env, bench_mode mode, uint64_t memory, bench_result *r)
 {
+    if (mode == BENCH_SMOE_HINT)
+        r->recall = run_recall;
     if (mode == BENCH_SMOE || mode == BENCH_SMOE_SPEC || mode == BENCH_SMOE_LRU ||
-        mode == BENCH_SMOE_REUSE)
+        mode == BENCH_SMOE_REUSE || mode == BENCH_SMOE_HINT)
         bench_run_smoe(env, mode == BENCH_SMOE_SPEC, memory, r);
     else
         bench_run_os(env, mode, memory, r);
@@ -163,4 +169,12 @@ void bench_run_mode(const bench_env *env, bench_mode mode, uint64_t memory, benc
     }
     if (limited)
         bench_cgroup_remove(&cg);
+}
+
+void bench_run_recall(const bench_env *env, double recall, uint64_t memory, bench_result *r)
+{
+    run_recall = recall;
+    bench_run_mode(env, BENCH_SMOE_HINT, memory, r);
+    r->recall = recall;
+    snprintf(r->name, sizeof r->name, "smoe+recall=%g", recall);
 }

@@ -22,6 +22,7 @@
 
 #include "smoe/smoe.h"
 #include "bench.h"
+#include "bench_predict.h"
 #include "tool.h"
 
 #define CLAIM_TIMEOUT_NS (120ull * 1000000000ull)
@@ -114,6 +115,28 @@ static void speculate(const bench_env *env, smoe_stream *s, size_t row, const ro
     }
 }
 
+/* smoe+recall=R: the simulated predictor's guesses for the token's next
+ * row, when it is the next layer's, as hints (bench_predict.h). */
+static void hint_next(const bench_env *env, smoe_stream *s, bench_pred *pred, size_t row,
+                      size_t row_end, bench_result *r)
+{
+    const tool_trace *t = &env->trace;
+    if (row + 1 >= row_end || t->row_layer[row + 1] != t->row_layer[row] + 1)
+        return;
+    uint32_t ids[TRACE_MAX_K];
+    float prob[TRACE_MAX_K];
+    uint8_t hit[TRACE_MAX_K];
+    const uint32_t k = t->row_off[row + 2] - t->row_off[row + 1];
+    const uint32_t n = bench_pred_guess(pred, t->row_layer[row + 1], &t->ids[t->row_off[row + 1]],
+                                        k, ids, prob, hit);
+    r->hint_rows_truth += k;
+    for (uint32_t i = 0; i < n; i++) {
+        (void)smoe_prefetch_hint(s, t->row_layer[row + 1], ids[i], prob[i]);
+        r->hints_issued++;
+        r->hints_true += hit[i];
+    }
+}
+
 /* Claim the row's experts (waiting), compute, release; the wait is added
  * to *wait. 0, or -1 with r->error. */
 static int claim_row(const bench_env *env, smoe_stream *s, const row_ref *w, uint64_t *wait,
@@ -137,8 +160,8 @@ static int claim_row(const bench_env *env, smoe_stream *s, const row_ref *w, uin
     return rc;
 }
 
-static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c,
-                  bench_result *r)
+static int replay(const bench_env *env, smoe_stream *s, int spec, bench_pred *pred,
+                  bench_clock *c, bench_result *r)
 {
     const tool_trace *t = &env->trace;
     /* row of the previous token for each layer, for --spec-next-layer */
@@ -165,6 +188,8 @@ static int replay(const bench_env *env, smoe_stream *s, int spec, bench_clock *c
             if (spec)
                 speculate(env, s, row, &w,
                           w.layer + 1 < env->layers ? prev_row[w.layer + 1] : SIZE_MAX, r);
+            if (pred)
+                hint_next(env, s, pred, row, t->tok_row[tok + 1], r);
             rc = claim_row(env, s, &w, &wait, r);
         }
         c->wait_ns[tok] = wait;
@@ -208,6 +233,7 @@ static void copy_stats(const smoe_stats *st, bench_result *r)
     r->prewarm_passes = st->prewarm_passes;
     r->prewarm_reads = st->prewarm_reads;
     r->prewarm_hits = st->prewarm_hits;
+    r->hint_cancelled = st->hint_cancelled;
     if (st->slots)
         r->slots = (uint32_t)st->slots;
 }
@@ -251,6 +277,22 @@ static smoe_stream *open_stream(const bench_env *env, bench_result *r)
     return s;
 }
 
+/* smoe+recall=R's predictor: popularity from the replayed tokens' rows. */
+static int pred_open(const bench_env *env, double recall, bench_pred *pred)
+{
+    const tool_trace *t = &env->trace;
+    uint64_t *counts = calloc((size_t)env->layers * env->experts + 1, sizeof *counts);
+    if (!counts)
+        return -1;
+    for (size_t row = 0; row < t->tok_row[env->n_tokens]; row++)
+        for (uint32_t i = t->row_off[row]; i < t->row_off[row + 1]; i++)
+            counts[(size_t)t->row_layer[row] * env->experts + t->ids[i]]++;
+    int rc = bench_pred_init(pred, env->layers, env->experts, counts, recall,
+                             0x5eed0000u + (uint64_t)(recall * 1000.0));
+    free(counts);
+    return rc;
+}
+
 void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_result *r)
 {
     snprintf(r->hit_method, sizeof r->hit_method, "library");
@@ -282,7 +324,16 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     } else {
         double u0, s0;
         bench_cpu_now(&u0, &s0);
-        rc = replay(env, s, spec, &c, r);
+        bench_pred pred = {0};
+        int hinted = r->mode == BENCH_SMOE_HINT;
+        if (hinted && pred_open(env, r->recall, &pred) < 0) {
+            snprintf(r->error, sizeof r->error, "out of memory");
+            bench_clock_finish(&c, r, u0, s0);
+            smoe_close(s);
+            return;
+        }
+        rc = replay(env, s, spec, hinted ? &pred : NULL, &c, r);
+        bench_pred_free(&pred);
         bench_clock_finish(&c, r, u0, s0);
         /* busy stays set until close: clearing it would start a pre-warm
          * pass whose reads would count in the figures below */

@@ -39,12 +39,20 @@ static void usage(FILE *f)
         "                    pagecache and mmap run in a cgroup limited to SIZE plus\n"
         "                    16 MiB for the process (default 25%%)\n"
         "  --workers N       library workers and OS-mode reader threads (default 16)\n"
-        "  --compute-us N    simulated compute per token and layer (default 0)\n"
+        "  --compute-us N    simulated compute per token and layer (default 0); auto:\n"
+        "                    the time of top-k float32 matrix-vector products over\n"
+        "                    blobs of the slot size on this CPU, measured at start\n"
         "  --tokens N        replay only the first N tokens\n"
         "  --spec N          also run smoe with the next N gate ranks prefetched\n"
         "                    speculatively (when the trace has them)\n"
         "  --spec-next-layer also run smoe prefetching the previous token's experts of\n"
         "                    the next layer speculatively\n"
+        "  --spec-recall LIST for each recall R of a comma list (in [0, 1], at most 8),\n"
+        "                    also run smoe+recall=R: at each layer's demand, hints\n"
+        "                    (smoe_prefetch_hint) of a simulated router lookahead for\n"
+        "                    the next layer, each guess the true expert with\n"
+        "                    probability R, else drawn from the layer's popularity,\n"
+        "                    with calibrated probabilities (1: a perfect predictor)\n"
         "  --sweep LIST      at each size of a comma list (e.g. 5%%,10%%,25%%,50%%), also\n"
         "                    run the library under lru and under reuse and the page\n"
         "                    cache, and simulate LRU, decayed LFU, reuse and Belady\n"
@@ -258,7 +266,7 @@ static int simulate(const bench_env *env, const uint32_t *keys, size_t n,
 
 enum {
     OPT_PREWARM = 1, OPT_FREQ, OPT_ALLOW_BUFFERED, OPT_MODE, OPT_WORKERS, OPT_COMPUTE,
-    OPT_IDLE, OPT_SPEC, OPT_TOKENS, OPT_ADVICE, OPT_EVICTION, OPT_VERIFY, OPT_CHUNK,
+    OPT_IDLE, OPT_SPEC, OPT_TOKENS, OPT_ADVICE, OPT_EVICTION, OPT_VERIFY, OPT_RECALL, OPT_CHUNK,
     OPT_REPLICA
 };
 
@@ -272,6 +280,18 @@ static int word_of(const char *v, const char *const *names, const int *values, i
 }
 
 /* Options that need converting: 0, or nonzero when the value is bad. */
+/* One recall of --spec-recall's list, in [0, 1]. */
+static int add_recall(void *u, const char *item)
+{
+    bench_cfg *c = u;
+    char *end;
+    double r = strtod(item, &end);
+    if (end == item || *end || !(r >= 0.0 && r <= 1.0) || c->n_recall >= BENCH_MAX_RECALL)
+        return 1;
+    c->recall[c->n_recall++] = r;
+    return 0;
+}
+
 static int convert(bench_cfg *c, int id, const char *v)
 {
     static const char *const advice[] = {"normal", "random", "willneed"};
@@ -286,9 +306,15 @@ static int convert(bench_cfg *c, int id, const char *v)
     switch (id) {
     case OPT_MODE: return parse_modes(v, &c->modes);
     case OPT_WORKERS: return tool_parse_u32(v, 1, 256, &c->workers);
-    case OPT_COMPUTE: return tool_parse_u32(v, 0, 10000000, &c->compute_us);
+    case OPT_COMPUTE:
+        if (strcmp(v, "auto") == 0)
+            return !(c->compute_auto = 1);
+        return tool_parse_u32(v, 0, 10000000, &c->compute_us);
     case OPT_IDLE: return tool_parse_u32(v, 0, 600000, &c->idle_ms);
     case OPT_SPEC: return tool_parse_u32(v, 0, TRACE_MAX_SPEC, &c->spec);
+    case OPT_RECALL:
+        c->n_recall = 0;
+        return tool_each_item(v, add_recall, c) || !c->n_recall;
     case OPT_TOKENS:
         if (tool_parse_u32(v, 1, UINT32_MAX, &u32))
             return 1;
@@ -367,6 +393,7 @@ static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
         TOOL_VALUE("--compute-us", OPT_COMPUTE),
         TOOL_VALUE("--idle-ms", OPT_IDLE),
         TOOL_VALUE("--spec", OPT_SPEC),
+        TOOL_VALUE("--spec-recall", OPT_RECALL),
         TOOL_VALUE("--tokens", OPT_TOKENS),
         TOOL_VALUE("--os-advice", OPT_ADVICE),
         TOOL_VALUE("--eviction", OPT_EVICTION),
@@ -443,6 +470,8 @@ static int load_env(bench_env *env, bench_cfg *cfg, const char *mem, const char 
     env->read_ahead_kb = read_ahead_kb(env->files[0]);
     if (size_caches(env, cfg, mem, sweep))
         return 1;
+    if (cfg->compute_auto)
+        cfg->compute_us = bench_measure_compute_us(env->slot_bytes, env->max_k);
     if ((cfg->spec || cfg->spec_next_layer) && (cfg->modes & 1u << BENCH_SMOE))
         cfg->modes |= 1u << BENCH_SMOE_SPEC;
     if (cfg->spec && !env->trace.max_spec)
@@ -526,13 +555,18 @@ static int run_all(const bench_env *env, const sim_input *in, const char *cg_not
     if (simulate(env, in->keys, in->n_keys, &in->steps, cfg->memory, &sim) < 0)
         return -1;
     bench_print_header(env, &sim, cg_note);
-    bench_result res[BENCH_N_MODES];
+    bench_result res[BENCH_N_MODES + BENCH_MAX_RECALL];
     bench_point pts[32];
     int n_res = 0, n_pts = 0, all_ok = 1;
     for (bench_mode m = 0; m < BENCH_N_MODES; m++) {
         if (!(cfg->modes & 1u << m))
             continue;
         bench_run_mode(env, m, cfg->memory, &res[n_res]);
+        all_ok &= res[n_res].ok;
+        n_res++;
+    }
+    for (int i = 0; i < cfg->n_recall; i++) {
+        bench_run_recall(env, cfg->recall[i], cfg->memory, &res[n_res]);
         all_ok &= res[n_res].ok;
         n_res++;
     }
