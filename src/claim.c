@@ -33,14 +33,9 @@ static int check_args(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
 {
     if (!s || !blob)
         return smoe__fail(SMOE_EINVAL, "%s: NULL %s", fn, s ? "blob" : "stream");
-    /* A descriptor that holds a reference of this stream (at its own
-     * address: not a copy) keeps it: overwriting it would leak the
-     * reference, and smoe_close would return SMOE_EBUSY for ever. */
-    if (blob->held && blob->reserved_[0] == s->id &&
-        blob->reserved_[1] == (uint64_t)(uintptr_t)blob)
-        return smoe__fail(SMOE_EINVAL, "%s: the descriptor still holds a reference to (layer "
-                          "%u, expert %u): release it first, or claim into another descriptor",
-                          fn, blob->layer, blob->expert);
+    /* *blob's old contents are not looked at: callers pass uninitialised
+     * descriptors (a claim into one that still holds a reference is the
+     * caller's leak: smoe.h). */
     blob->held = 0; /* a failed claim leaves a descriptor release refuses */
     if (!smoe__vault_entry_of(&s->vault, layer, expert))
         return smoe__fail(SMOE_ENOENT, "%s: no expert (layer %u, expert %u) in %s "

@@ -456,41 +456,6 @@ static void f6_mpmc_positions_wrap(void **state)
     wrap_at((SIZE_MAX >> 1) - 5); /* across 2^63: the signed difference */
 }
 
-/* A claim into a descriptor that still holds a reference is refused, and
- * the reference it holds stays releasable. */
-static void f6_claim_into_held_descriptor(void **state)
-{
-    (void)state;
-    tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 36);
-    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
-    o.workers = 1;
-    o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
-    smoe_blob b, c;
-    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_READY);
-    assert_int_equal(smoe_claim_wait(s, 0, 1, bound_ns(), &c), SMOE_READY);
-    assert_int_equal(smoe_release(s, &c), 0);
-    int r1 = smoe_claim(s, 0, 1, &b);
-    print_message("f6: claim into a held descriptor: %d %s: %s\n", r1, smoe_err_name(r1),
-                  r1 < 0 ? smoe_last_error() : "");
-    int r2 = smoe_claim_wait(s, 0, 1, bound_ns(), &b);
-    if (r1 >= 0 || r2 >= 0) {
-        smoe_release(s, &b);
-        smoe_shutdown(s);
-        fail_msg("a claim into a held descriptor succeeded (%s, %s): the reference it held "
-                 "leaks", smoe_err_name(r1), smoe_err_name(r2));
-    }
-    assert_int_equal(r1, SMOE_EINVAL);
-    assert_int_equal(r2, SMOE_EINVAL);
-    assert_int_equal(b.expert, 0);
-    assert_int_equal(smoe_release(s, &b), 0);
-    /* released: the descriptor takes a new claim */
-    assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_HIT);
-    assert_int_equal(smoe_release(s, &b), 0);
-    assert_int_equal(smoe_close(s), 0);
-    tu_fx_free(f);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,7 +465,6 @@ int main(void)
         cmocka_unit_test(f4_prefetch_waits_only_for_a_slot_pick),
         cmocka_unit_test(f5_error_and_fault_of_one_failure),
         cmocka_unit_test(f6_mpmc_positions_wrap),
-        cmocka_unit_test(f6_claim_into_held_descriptor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -473,17 +473,16 @@ SMOE_API int smoe_prefetch_hint(smoe_stream *s, uint32_t layer, uint32_t expert,
 /*
  * Non-blocking claim (never issues I/O). A claim that takes a reference, or
  * reports a failed read, honours one demand prefetch of the expert: it
- * removes one pin, if the expert has any (see smoe_prefetch). *blob must
- * not hold a reference: a descriptor that a claim on this stream filled
- * and that is not released yet is refused (SMOE_EINVAL) and keeps its
- * reference (overwriting it would leak the reference, and smoe_close
- * would return SMOE_EBUSY for ever).
+ * removes one pin, if the expert has any (see smoe_prefetch). *blob may
+ * be uninitialised: the claim does not read it. Claiming into a
+ * descriptor that still holds a reference overwrites it and leaks that
+ * reference (smoe_close then returns SMOE_EBUSY; SMOE_OPEN_FORCE_CLOSE
+ * closes anyway): release first, or claim into another descriptor.
  * @return SMOE_READY or SMOE_HIT: exactly one reference taken, *blob filled;
  *         SMOE_EAGAIN: still loading; SMOE_ENOTRESIDENT: nobody prefetched
  *         it (or it was evicted); SMOE_EIO, SMOE_ECHECKSUM, SMOE_ETRUNC: its
  *         read failed, and stays failed until the next prefetch of the
- *         expert retries it; SMOE_ENOENT; SMOE_ESHUTDOWN; SMOE_EREFS;
- *         SMOE_EINVAL: *blob still holds a reference (above).
+ *         expert retries it; SMOE_ENOENT; SMOE_ESHUTDOWN; SMOE_EREFS.
  *         No reference is taken on any negative return. After a failed
  *         read, smoe_last_error() says why: the errno's name and text, the
  *         file offset and length of the failed read and whether its
