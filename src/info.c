@@ -6,19 +6,7 @@
 
 #include "error.h"
 #include "internal.h"
-
-/* Copy a full-size local struct into the caller's, up to its struct_size. */
-static int copy_out(void *dst, const void *src, size_t full, const char *what)
-{
-    size_t want = *(const size_t *)dst;
-    if (want < sizeof(size_t) || want > 65536)
-        return smoe__fail(SMOE_EINVAL, "%s: struct_size %zu is not a size of the struct "
-                          "(this version's is %zu)", what, want, full);
-    size_t n = want < full ? want : full;
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
-           n - sizeof(size_t));
-    return 0;
-}
+#include "sized.h"
 
 SMOE_API int smoe_ring_region_get(smoe_stream *s, smoe_ring_region *r)
 {
@@ -27,7 +15,8 @@ SMOE_API int smoe_ring_region_get(smoe_stream *s, smoe_ring_region *r)
     const smoe__region *m = &s->ring.mem;
     smoe_ring_region full = {sizeof full, s->ring.base, s->ring.len, s->ring.stride,
                              s->ring.nslots, 0, m->shared ? m->fd : -1, 0, 0};
-    return copy_out(r, &full, sizeof full, "ring_region_get");
+    return smoe__sized_out(r, &full, sizeof full, sizeof(size_t), "ring_region_get",
+                           "smoe_ring_region");
 }
 
 SMOE_API int smoe_vault_info_get(smoe_stream *s, smoe_vault_info *vi)
@@ -37,7 +26,8 @@ SMOE_API int smoe_vault_info_get(smoe_stream *s, smoe_vault_info *vi)
     const smoe__vault *v = &s->vault;
     smoe_vault_info full = {sizeof full, v->layers, v->experts, v->n_layouts, v->top_k,
                             v->max_padded, v->total_padded, v->file_size, v->vault_id};
-    return copy_out(vi, &full, sizeof full, "vault_info_get");
+    return smoe__sized_out(vi, &full, sizeof full, sizeof(size_t), "vault_info_get",
+                           "smoe_vault_info");
 }
 
 SMOE_API int smoe_layout_count(smoe_stream *s, uint32_t layout)

@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "sized.h"
 #include "internal.h"
 #include "platform/dio.h"
 
@@ -190,10 +191,6 @@ SMOE_API int smoe_get_replica_stats(smoe_stream *s, uint32_t i, smoe_replica_sta
 {
     if (!s || !st)
         return smoe__fail(SMOE_EINVAL, "get_replica_stats: NULL argument");
-    size_t want = st->struct_size;
-    if (want < offsetof(smoe_replica_stats, path) + sizeof st->path || want > 65536)
-        return smoe__fail(SMOE_EINVAL, "get_replica_stats: struct_size %zu is not a size of "
-                          "smoe_replica_stats (this version's is %zu)", want, sizeof *st);
     if (i >= s->rep.n)
         return smoe__fail(SMOE_EINVAL, "get_replica_stats: copy %u: the stream has %u (the "
                           "vault and %u replicas)", i, s->rep.n, s->rep.n ? s->rep.n - 1 : 0);
@@ -209,8 +206,7 @@ SMOE_API int smoe_get_replica_stats(smoe_stream *s, uint32_t i, smoe_replica_sta
     f.in_use = LOAD(c->aside_until) == 0;
     uint64_t nspm = LOAD(c->ns_per_mib);
     f.rate = nspm ? (uint64_t)((double)(1u << 20) * 1e9 / (double)nspm) : 0;
-    size_t n = want < sizeof f ? want : sizeof f;
-    memcpy((char *)st + sizeof(size_t), (const char *)&f + sizeof(size_t),
-           n - sizeof(size_t));
-    return (int)s->rep.n;
+    int r = smoe__sized_out(st, &f, sizeof f, offsetof(smoe_replica_stats, path) +
+                            sizeof st->path, "get_replica_stats", "smoe_replica_stats");
+    return r < 0 ? r : (int)s->rep.n;
 }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "sized.h"
 #include "internal.h"
 
 /* relaxed: statistics only, no ordering with anything */
@@ -11,10 +12,6 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
 {
     if (!s || !st)
         return smoe__fail(SMOE_EINVAL, "get_stats: NULL argument");
-    size_t want = st->struct_size;
-    if (want < sizeof(size_t) || want > 65536)
-        return smoe__fail(SMOE_EINVAL, "get_stats: struct_size %zu is not a size of "
-                          "smoe_stats (this version's is %zu)", want, sizeof *st);
     smoe_stats f;
     memset(&f, 0, sizeof f);
     f.struct_size = sizeof f;
@@ -80,8 +77,5 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     smoe__freq_stats(s, &f);
     smoe__prewarm_stats(s, &f);
     smoe__warmup_stats(s, &f);
-    size_t n = want < sizeof f ? want : sizeof f;
-    memcpy((char *)st + sizeof(size_t), (const char *)&f + sizeof(size_t),
-           n - sizeof(size_t));
-    return 0;
+    return smoe__sized_out(st, &f, sizeof f, sizeof(size_t), "get_stats", "smoe_stats");
 }

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "platform/dio.h"
 #include "error.h"
+#include "sized.h"
 #include "internal.h"
 #include "platform/park.h"
 
@@ -35,19 +36,9 @@ static int read_opts(const smoe_open_opts *in, smoe_open_opts *o)
     smoe_open_opts_init(o);
     if (!in)
         return 0;
-    if (in->struct_size < offsetof(smoe_open_opts, workers) + sizeof in->workers ||
-        in->struct_size > 65536)
-        return smoe__fail(SMOE_EINVAL, "open: opts.struct_size %zu is not a size of "
-                          "smoe_open_opts (this version's is %zu)", in->struct_size,
-                          sizeof *o);
-    size_t n = in->struct_size < sizeof *o ? in->struct_size : sizeof *o;
-    memcpy(o, in, n);
-    o->struct_size = sizeof *o;
-    for (size_t i = sizeof *o; i < in->struct_size; i++)
-        if (((const unsigned char *)in)[i])
-            return smoe__fail(SMOE_ENOTSUP, "open: opts has a nonzero field at byte %zu, "
-                              "unknown to libsmoe_stream %s", i, SMOE_VERSION_STRING);
-    return 0;
+    return smoe__sized_in(o, sizeof *o, in,
+                          offsetof(smoe_open_opts, workers) + sizeof in->workers, "open",
+                          "smoe_open_opts");
 }
 
 static int check_opts(const smoe_open_opts *o)

@@ -44,6 +44,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "sized.h"
 #include "internal.h"
 #include "platform/park.h"
 #include "warmup.h"
@@ -302,17 +303,9 @@ static int read_wopts(const smoe_warmup_opts *in, smoe_warmup_opts *o)
     *o = def;
     if (!in)
         return 0;
-    if (in->struct_size < sizeof(size_t) || in->struct_size > 65536)
-        return smoe__fail(SMOE_EINVAL, "warmup: opts.struct_size %zu is not a size of "
-                          "smoe_warmup_opts (this version's is %zu)", in->struct_size,
-                          sizeof *o);
-    size_t n = in->struct_size < sizeof *o ? in->struct_size : sizeof *o;
-    memcpy(o, in, n);
-    o->struct_size = sizeof *o;
-    for (size_t i = sizeof *o; i < in->struct_size; i++)
-        if (((const unsigned char *)in)[i])
-            return smoe__fail(SMOE_ENOTSUP, "warmup: opts has a nonzero field at byte %zu, "
-                              "unknown to libsmoe_stream %s", i, SMOE_VERSION_STRING);
+    int r = smoe__sized_in(o, sizeof *o, in, sizeof(size_t), "warmup", "smoe_warmup_opts");
+    if (r < 0)
+        return r;
     if (o->flags)
         return smoe__fail(SMOE_EINVAL, "warmup: unknown flags 0x%x in opts.flags "
                           "(none are defined)", o->flags);
