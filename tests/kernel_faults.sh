@@ -112,8 +112,8 @@ end=$(( $(date +%s) + secs ))
 while [ "$(date +%s)" -lt "$end" ]; do
     runs=$((runs + 1))
     set +e
-    timeout 120 "$smoe" read "$work/mnt/read.smoe" --hash --workers 8 --retries 1000 \
-        --json >"$work/out.json" 2>"$work/err.txt"
+    timeout 120 "$smoe" read "$work/mnt/read.smoe" --order blobs --hash --workers 8 \
+        --retries 1000 --json >"$work/out.json" 2>"$work/err.txt"
     rc=$?
     set -e
     case $rc in
@@ -123,9 +123,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
             die "smoe read: wrong bytes"
         }
         ok=$((ok + 1))
-        n=$(sed -n 's/.*"reads_failed": *\([0-9]*\).*/\1/p' "$work/out.json")
+        # the run's fields come first (then "runs" repeats them)
+        n=$(sed -n 's/.*"reads_failed": *\([0-9]*\).*/\1/p' "$work/out.json" | head -n 1)
         failed_reads=$((failed_reads + ${n:-0}))
-        n=$(sed -n 's/.*"retries": *\([0-9]*\).*/\1/p' "$work/out.json")
+        n=$(sed -n 's/.*"retries": *\([0-9]*\).*/\1/p' "$work/out.json" | head -n 1)
         retries=$((retries + ${n:-0}))
         ;;
     124 | 137)
