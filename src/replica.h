@@ -73,10 +73,14 @@ uint32_t smoe__read_align(const struct smoe_stream *s, int fd);
  * failure from each other copy in turn. Hot path: no lock, no allocation;
  * besides the reads, the clock (vDSO) and a log line when a copy is set
  * aside or back in use.
+ * sequential: the read continues this worker's own contiguous run (a
+ * warm-up share): it goes first to the copy of the worker's id modulo the
+ * copies, if that one is in use, so that each drive sees whole sequential
+ * streams rather than alternate pieces of every stream.
  * @return 0, SMOE_ESHUTDOWN, or the last copy's error (*why says where).
  */
 int smoe__replica_read(struct smoe_stream *s, const struct smoe__worker *wk, void *buf,
-                       uint64_t n, uint64_t off, smoe__io_fail *why);
+                       uint64_t n, uint64_t off, int sequential, smoe__io_fail *why);
 
 /* Count a read of an index vault (one copy: its sources). */
 void smoe__replica_count(struct smoe_stream *s, uint64_t bytes, int failed);

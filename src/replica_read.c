@@ -142,14 +142,24 @@ static void failed(struct smoe_stream *s, uint32_t i, uint64_t t, const smoe__io
               (unsigned long long)(s->rep.retry_ns / 1000000));
 }
 
+/* A sequential run's own copy (smoe__replica_read), if it is in use. */
+static uint32_t own_copy(struct smoe_stream *s, const smoe__worker *wk)
+{
+    uint32_t i = wk->id % s->rep.n;
+    /* relaxed: a hint (file comment) */
+    return atomic_load_explicit(&s->rep.r[i].aside_until, RELAXED) ? UINT32_MAX : i;
+}
+
 int smoe__replica_read(struct smoe_stream *s, const smoe__worker *wk, void *buf, uint64_t n,
-                       uint64_t off, smoe__io_fail *why)
+                       uint64_t off, int sequential, smoe__io_fail *why)
 {
     uint32_t tried = 0;
     int err = SMOE_EIO;
     for (uint32_t k = 0; k < s->rep.n; k++) {
         uint64_t t0 = smoe__now_ns();
-        uint32_t i = pick(s, wk->id, tried, n, t0);
+        uint32_t i = k == 0 && sequential ? own_copy(s, wk) : UINT32_MAX;
+        if (i == UINT32_MAX)
+            i = pick(s, wk->id, tried, n, t0);
         tried |= 1u << i;
         smoe__replica *c = &s->rep.r[i];
         busy_event(c, t0, 1, n, 0);

@@ -147,13 +147,13 @@ static int hand_off_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
  * the next on failure (replica_read.c); an index vault's from the segments
  * of its sources in the range (extent.c). */
 static int read_chunk(struct smoe_stream *s, const smoe__worker *wk, uint32_t slot,
-                      uint32_t key, uint64_t off, uint64_t len, uint64_t *got,
-                      smoe__io_fail *why)
+                      uint32_t key, uint64_t off, uint64_t len, int sequential,
+                      uint64_t *got, smoe__io_fail *why)
 {
     if (!s->src.n) {
         *got = len;
         return smoe__replica_read(s, wk, smoe__slot_data(&s->ring, slot) + off, len,
-                                  s->vault.index[key].offset + off, why);
+                                  s->vault.index[key].offset + off, sequential, why);
     }
     int err = smoe__extent_read(s, wk, slot, key, off, len, got, why);
     if (err != SMOE_ESHUTDOWN)
@@ -185,7 +185,7 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
     smoe__hook(s, SMOE__HOOK_CHUNK_READ, rq.slot, off, len);
     smoe__io_fail why;
     uint64_t got = 0;
-    int err = read_chunk(s, wk, rq.slot, key, off, len, &got, &why);
+    int err = read_chunk(s, wk, rq.slot, key, off, len, defer, &got, &why);
     SMOE__COUNT(s, c_chunks, 1);
     if (err)
         smoe__slot_chunk_failed(s, rq.slot, arming, err,

@@ -110,12 +110,16 @@ read_gbs() {
         die "smoe read $* failed"
     json "$work/r.json" "'%.3f' % d['gb_per_s']" ""
 }
-one=$(read_gbs "$dev1")
-both=$(read_gbs "$dev1" --replica "$dev2")
-split=$(json "$work/r.json" "' / '.join('%s %d reads' % (r['path'], r['reads']) for r in d['replicas'])" "")
-ratio=$(python3 -c "print('%.2f' % ($both / $one))")
-say "smoe read, cold: one device $one GB/s, two devices $both GB/s: ${ratio}x ($split)"
-say "  command: smoe read $dev1 [--replica $dev2] --workers 8 --json"
+# In blob order (what decode sees) and in contiguous shares per worker
+# (smoe_warmup: what start-up sees).
+for order in blobs shares; do
+    one=$(read_gbs "$dev1" --order "$order")
+    both=$(read_gbs "$dev1" --replica "$dev2" --order "$order")
+    split=$(json "$work/r.json" "' / '.join('%s %d reads' % (r['path'], r['reads']) for r in d['replicas'])" "")
+    ratio=$(python3 -c "print('%.2f' % ($both / $one))")
+    say "smoe read ($order), cold: one device $one GB/s, two devices $both GB/s: ${ratio}x ($split)"
+done
+say "  command: smoe read $dev1 [--replica $dev2] --order blobs|shares --workers 8 --json"
 
 # ---- smoe bench, ring of 10% of the experts -------------------------------
 bench_tps() {
