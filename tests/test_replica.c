@@ -252,6 +252,32 @@ static void reads_spread(void **state)
     rx_free(x);
 }
 
+/* A warm-up share is one worker's sequential run: its reads go to the copy
+ * of the worker's id, so with four workers on two copies each copy serves
+ * two whole shares (placed by learned cost, a share's reads went almost
+ * all to one copy), and every blob arrives intact. */
+static void warmup_shares_split_over_copies(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    fault_io_install(&fio);
+    fio.target = x->copy;
+    atomic_store(&fio.delay_us, 300);
+    smoe_stream *s = open_ok(x, 4, 0);
+    int n = smoe_warmup(s, NULL);
+    assert_int_equal(n, (int)(L * E));
+    assert_int_equal(smoe_warmup_wait(s, 60 * 1000000000ull), 0);
+    smoe_replica_stats a = rstats(s, 0), b = rstats(s, 1);
+    print_message("warm-up: vault %llu reads, copy %llu reads\n", (unsigned long long)a.reads,
+                  (unsigned long long)b.reads);
+    assert_int_equal(a.failed + b.failed, 0);
+    assert_true(a.reads * 4 >= a.reads + b.reads && b.reads * 4 >= a.reads + b.reads);
+    read_layers(s, x->f, 0, L);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    rx_free(x);
+}
+
 static void failing_replica_changes_nothing(void **state)
 {
     (void)state;
@@ -384,6 +410,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(differing_replica_refused),
         cmocka_unit_test(reads_spread),
+        cmocka_unit_test(warmup_shares_split_over_copies),
         cmocka_unit_test(failing_replica_changes_nothing),
         cmocka_unit_test(recovered_replica_used_again),
         cmocka_unit_test(shutdown_with_reads_on_several),
