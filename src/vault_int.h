@@ -70,6 +70,17 @@ int smoe__vload_counts(const smoe__vloader *L);
 /* The metadata's size limit, and a file shorter than it was written
  * (SMOE_ETRUNC). */
 int smoe__vload_sizes(const smoe__vloader *L);
+/* The fields both versions' expert table entries begin with. */
+typedef struct smoe__ventry_head {
+    const unsigned char *r; /* the record */
+    smoe__vault_entry *e;   /* its index entry */
+    uint32_t layer, expert, layout;
+} smoe__ventry_head;
+/* Entry i (of rsize-byte records): its layer, expert and layout in range,
+ * flags 0, the pair not seen before (SMOE_EDUP names the first entry
+ * holding it), in the spec's order. */
+int smoe__vload_entry_head(const smoe__vloader *L, smoe__vault *v, uint32_t i, size_t rsize,
+                           smoe__ventry_head *out);
 /* Regions reg[0..n_reg): overflow, 8-alignment, at or after `floor`,
  * inside file_size, no two overlapping. */
 int smoe__vload_regions(smoe__vloader *L, uint64_t floor);

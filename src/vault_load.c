@@ -384,3 +384,47 @@ int smoe__vload_alloc(loader *L, smoe__vault *v)
     v->vault_id = h->checksum;
     return 0;
 }
+
+/* Index of the first of entries [0, limit) holding (layer, expert). */
+static uint32_t first_entry_of(const loader *L, size_t rsize, uint32_t layer, uint32_t expert,
+                               uint32_t limit)
+{
+    for (uint32_t i = 0; i < limit; i++) {
+        const unsigned char *r = L->table + (size_t)i * rsize;
+        if (smoe__le32(r) == layer && smoe__le32(r + 4) == expert)
+            return i;
+    }
+    return limit;
+}
+
+int smoe__vload_entry_head(const loader *L, smoe__vault *v, uint32_t i, size_t rsize,
+                           smoe__ventry_head *out)
+{
+    const header *h = &L->h;
+    const char *p = L->path;
+    const unsigned char *r = L->table + (size_t)i * rsize;
+    uint32_t layer = smoe__le32(r), expert = smoe__le32(r + 4), layout = smoe__le32(r + 8);
+    uint32_t flags = smoe__le32(r + 12);
+    if (layer >= h->layers)
+        return smoe__fail(SMOE_EFORMAT, SMOE__ENTRY_FMT "field layer: found %" PRIu32
+                          ", expected less than layers %" PRIu32,
+                          p, i, layer, expert, layer, h->layers);
+    if (expert >= h->experts)
+        return smoe__fail(SMOE_EFORMAT, SMOE__ENTRY_FMT "field expert: found %" PRIu32
+                          ", expected less than experts %" PRIu32,
+                          p, i, layer, expert, expert, h->experts);
+    if (layout >= h->layouts)
+        return smoe__fail(SMOE_EFORMAT, SMOE__ENTRY_FMT "field layout: found %" PRIu32
+                          ", expected less than layouts %" PRIu32,
+                          p, i, layer, expert, layout, h->layouts);
+    if (flags != 0)
+        return smoe__fail(SMOE_EFORMAT, SMOE__ENTRY_FMT "field flags: found 0x%" PRIx32
+                          ", expected 0", p, i, layer, expert, flags);
+    smoe__vault_entry *e = &v->index[(size_t)layer * h->experts + expert];
+    if (e->present)
+        return smoe__fail(SMOE_EDUP, SMOE__ENTRY_FMT "fields layer, expert: the pair already "
+                          "appears in entry %" PRIu32, p, i, layer, expert,
+                          first_entry_of(L, rsize, layer, expert, i));
+    *out = (smoe__ventry_head){r, e, layer, expert, layout};
+    return 0;
+}

@@ -159,18 +159,6 @@ static int read_tables(loader *L)
 
 /* ---- step 5b: expert table entries ------------------------------------ */
 
-/* Index of the first entry before `limit` holding (layer, expert). */
-static uint32_t first_entry_of(const loader *L, uint32_t layer, uint32_t expert,
-                               uint32_t limit)
-{
-    for (uint32_t i = 0; i < limit; i++) {
-        const unsigned char *r = L->table + (size_t)i * SMOE__ENTRY_SIZE;
-        if (smoe__le32(r) == layer && smoe__le32(r + 4) == expert)
-            return i;
-    }
-    return limit;
-}
-
 #define ENTRY_FMT SMOE__ENTRY_FMT
 
 /* Check entry i's fields and fill its index entry: range, duplicates,
@@ -179,33 +167,14 @@ static int check_entry(loader *L, smoe__vault *v, span *sp, uint32_t i)
 {
     const char *p = L->path;
     const header *h = &L->h;
-    const unsigned char *r = L->table + (size_t)i * SMOE__ENTRY_SIZE;
-    uint32_t layer = smoe__le32(r), expert = smoe__le32(r + 4), layout = smoe__le32(r + 8);
-    uint32_t flags = smoe__le32(r + 12);
+    smoe__ventry_head eh;
+    int rc = smoe__vload_entry_head(L, v, i, SMOE__ENTRY_SIZE, &eh);
+    if (rc < 0)
+        return rc; /* range, flags, duplicates */
+    const unsigned char *r = eh.r;
+    const uint32_t layer = eh.layer, expert = eh.expert, layout = eh.layout;
+    smoe__vault_entry *e = eh.e;
     uint64_t off = smoe__le64(r + 16), size = smoe__le64(r + 24), padded = smoe__le64(r + 32);
-
-    /* range */
-    if (layer >= h->layers)
-        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layer: found %" PRIu32
-                          ", expected less than layers %" PRIu32,
-                          p, i, layer, expert, layer, h->layers);
-    if (expert >= h->experts)
-        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field expert: found %" PRIu32
-                          ", expected less than experts %" PRIu32,
-                          p, i, layer, expert, expert, h->experts);
-    if (layout >= h->layouts)
-        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layout: found %" PRIu32
-                          ", expected less than layouts %" PRIu32,
-                          p, i, layer, expert, layout, h->layouts);
-    if (flags != 0)
-        return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field flags: found 0x%" PRIx32
-                          ", expected 0", p, i, layer, expert, flags);
-    /* duplicates */
-    smoe__vault_entry *e = &v->index[(size_t)layer * h->experts + expert];
-    if (e->present)
-        return smoe__fail(SMOE_EDUP, ENTRY_FMT "fields layer, expert: the pair already "
-                          "appears in entry %" PRIu32, p, i, layer, expert,
-                          first_entry_of(L, layer, expert, i));
     /* alignment */
     if (off % SMOE__VAULT_ALIGN != 0)
         return smoe__fail(SMOE_EALIGN, ENTRY_FMT "field offset: %" PRIu64 " is not a "

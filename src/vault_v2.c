@@ -329,17 +329,6 @@ out:
 
 /* ---- entries ------------------------------------------------------------ */
 
-static uint32_t first_entry_of(const smoe__vloader *L, uint32_t layer, uint32_t expert,
-                               uint32_t limit)
-{
-    for (uint32_t i = 0; i < limit; i++) {
-        const unsigned char *r = L->table + (size_t)i * SMOE__V2_ENTRY_SIZE;
-        if (smoe__le32(r) == layer && smoe__le32(r + 4) == expert)
-            return i;
-    }
-    return limit;
-}
-
 #define ENTRY_FMT SMOE__ENTRY_FMT
 
 /* Entry i's extents: one per component of its layout, each as long. */
@@ -364,31 +353,14 @@ static int check_entries(const smoe__vloader *L, smoe__vault *v)
     const smoe__vhdr *h = &L->h;
     uint64_t next = 0; /* the extent the next entry starts at */
     for (uint32_t i = 0; i < h->entries; i++) {
-        const unsigned char *r = L->table + (size_t)i * SMOE__V2_ENTRY_SIZE;
-        uint32_t layer = smoe__le32(r), expert = smoe__le32(r + 4), layout = smoe__le32(r + 8);
-        uint32_t flags = smoe__le32(r + 12);
-        uint64_t first = smoe__le64(r + 16), hash = smoe__hash_get(r + 24);
-        if (layer >= h->layers)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layer: found %" PRIu32
-                              ", expected less than layers %" PRIu32,
-                              p, i, layer, expert, layer, h->layers);
-        if (expert >= h->experts)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field expert: found %" PRIu32
-                              ", expected less than experts %" PRIu32,
-                              p, i, layer, expert, expert, h->experts);
-        if (layout >= h->layouts)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field layout: found %" PRIu32
-                              ", expected less than layouts %" PRIu32,
-                              p, i, layer, expert, layout, h->layouts);
-        if (flags != 0)
-            return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field flags: found 0x%" PRIx32
-                              ", expected 0", p, i, layer, expert, flags);
+        smoe__ventry_head eh;
+        int rc = smoe__vload_entry_head(L, v, i, SMOE__V2_ENTRY_SIZE, &eh);
+        if (rc < 0)
+            return rc; /* range, flags, duplicates */
+        const uint32_t layer = eh.layer, expert = eh.expert, layout = eh.layout;
+        uint64_t first = smoe__le64(eh.r + 16), hash = smoe__hash_get(eh.r + 24);
         size_t key = (size_t)layer * h->experts + expert;
-        smoe__vault_entry *e = &v->index[key];
-        if (e->present)
-            return smoe__fail(SMOE_EDUP, ENTRY_FMT "fields layer, expert: the pair already "
-                              "appears in entry %" PRIu32, p, i, layer, expert,
-                              first_entry_of(L, layer, expert, i));
+        smoe__vault_entry *e = eh.e;
         const smoe__vault_layout *lo = &v->layouts[layout];
         if (first != next)
             return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field first_extent: found %" PRIu64
@@ -403,7 +375,7 @@ static int check_entries(const smoe__vloader *L, smoe__vault *v)
             return smoe__fail(SMOE_EFORMAT, ENTRY_FMT "field hash: found %016" PRIx64
                               ", expected 0 (header flag: no hashes)", p, i, layer, expert,
                               hash);
-        int rc = check_entry_extents(L, v, i, layer, expert, first, lo);
+        rc = check_entry_extents(L, v, i, layer, expert, first, lo);
         if (rc < 0)
             return rc;
         next = first + lo->n;
