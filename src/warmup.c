@@ -199,9 +199,61 @@ void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
     count_load(s, sh->slot, sh->key, sh->gen);
 }
 
-void smoe__warmup_verify_begin(struct smoe_stream *s)
+/* Between two looks at the verify queue, a worker without a share parks
+ * this long: a seventh of a 2 MiB read at 3 GB/s, so a landed blob waits
+ * little for its hash, and the reading worker never pays for a wake-up
+ * (on a virtual machine one cost it 50-100 us: docs/benchmarks.md, "Cold
+ * throughput"). */
+#define VERIFY_POLL_NS 100000ull
+
+/* The warm-up runs (acquire: its memory is seen) and wk has no share of it
+ * left to read. */
+static int runs_without_share(const smoe__worker *wk)
 {
-    atomic_fetch_add(&s->warmup.active, 1);
+    const smoe__warmup *wu = &wk->s->warmup;
+    /* acquire: pairs with smoe_warmup's release store of RUNNING */
+    if (!(atomic_load_explicit(&wu->state, memory_order_acquire) & SMOE__WU_RUNNING))
+        return 0;
+    /* relaxed: ordered by the acquire load of state above */
+    if (wk->id >= atomic_load_explicit(&wu->nshares, memory_order_relaxed))
+        return 1;
+    /* acquire: pairs with smoe_warmup's release store of this cursor */
+    return (atomic_load_explicit(&wu->share[wk->id].cur, memory_order_acquire) &
+            SMOE__WU_FINISHED) != 0;
+}
+
+int smoe__warmup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
+{
+    smoe__warmup *wu = &s->warmup;
+    /* relaxed: set before RUNNING, which this worker has seen. A worker
+     * without a share exists when there are more workers than shares, or
+     * one is parked (its share done); it polls the queue (park_ns). */
+    if (s->nworkers <= atomic_load_explicit(&wu->nshares, memory_order_relaxed) &&
+        atomic_load(&s->idle) == 0)
+        return 0;
+    atomic_fetch_add(&wu->active, 1); /* this worker's share keeps it above 0 */
+    /* The queue has a cell per slot and a slot has one load to verify at a
+     * time: the push cannot find it full. Its release store of the cell
+     * pairs with the pop's acquire, so the hasher sees the read's bytes. */
+    if (!smoe__mpmc_push(&wu->verify_q, (smoe__req){v, gen})) {
+        atomic_fetch_sub(&wu->active, 1);
+        return 0;
+    }
+    return 1;
+}
+
+int smoe__warmup_verify_next(smoe__worker *wk, uint32_t *slot)
+{
+    smoe__req rq;
+    if (!runs_without_share(wk) || !smoe__mpmc_pop(&wk->s->warmup.verify_q, &rq))
+        return 0;
+    *slot = rq.slot;
+    return 1;
+}
+
+uint64_t smoe__warmup_park_ns(const smoe__worker *wk)
+{
+    return wk->s->verify && runs_without_share(wk) ? VERIFY_POLL_NS : UINT64_MAX;
 }
 
 void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err)
@@ -324,8 +376,10 @@ static int ensure_memory(struct smoe_stream *s, wu_item **it)
         if (wu->share)
             memset(wu->share, 0, s->nworkers * sizeof *wu->share);
     }
+    if (!wu->verify_q.cells && smoe__mpmc_init(&wu->verify_q, s->ring.nslots) < 0)
+        wu->verify_q.cells = NULL;
     *it = smoe__malloc(nkeys * sizeof **it);
-    if (wu->order && wu->share && *it)
+    if (wu->order && wu->share && wu->verify_q.cells && *it)
         return 0;
     free(*it);
     return smoe__fail(SMOE_ENOMEM, "warmup: out of memory for the list of %zu experts",
@@ -437,6 +491,7 @@ void smoe__warmup_free(struct smoe_stream *s)
 {
     free(s->warmup.order);
     free(s->warmup.share);
+    smoe__mpmc_free(&s->warmup.verify_q);
     s->warmup.order = NULL;
     s->warmup.share = NULL;
 }

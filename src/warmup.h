@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "mpmc.h"
+
 struct smoe_stream;
 struct smoe__worker;
 struct smoe_stats;
@@ -43,6 +45,7 @@ typedef struct smoe__warmup {
     _Atomic uint64_t t_start, t_end;
     _Atomic uint64_t c_experts;
     alignas(64) _Atomic uint64_t c_loaded, c_failed, c_bytes; /* written by workers */
+    smoe__mpmc verify_q;         /* verify tokens, one per slot at most (nslots room) */
 } smoe__warmup;
 
 /* Worker loop: the next warm-up token for this worker, if the warm-up
@@ -52,12 +55,18 @@ int smoe__warmup_next(struct smoe__worker *wk, uint32_t *slot, uint32_t *gen);
  * chunk, landed as run_request's (worker.c): 0 chunks to go, 1 the load
  * published, 2 its verification handed to another worker. */
 void smoe__warmup_ran(struct smoe__worker *wk, int took, int landed);
-/* A worker token's gen with this bit is a verify token: hash and publish a
- * warm-up load whose chunks have all landed (worker.c). Gens use 20 bits. */
-#define SMOE__REQ_VERIFY (1u << 31)
-/* A warm-up load's verification was handed to another worker: the warm-up
- * does not end before smoe__warmup_verify_end. */
-void smoe__warmup_verify_begin(struct smoe_stream *s);
+/* Slot v's warm-up load (gen) has all its chunks landed and is to be
+ * verified: queue its hashing for a worker without a share (a verify
+ * token), with no wake-up (such workers poll while parked, see
+ * smoe__warmup_park_ns). 1 if queued; 0: hash it here. The warm-up does
+ * not end before smoe__warmup_verify_end. */
+int smoe__warmup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen);
+/* Worker loop, after its share: a verify token to run, if any (1). */
+int smoe__warmup_verify_next(struct smoe__worker *wk, uint32_t *slot);
+/* How long an idle worker parks: UINT64_MAX, or while a verified warm-up
+ * runs and the worker has no share left, a short poll (so that handing
+ * it a blob costs the reading worker no wake-up system call). */
+uint64_t smoe__warmup_park_ns(const struct smoe__worker *wk);
 /* That worker published the load of key with err (0: READY): count it,
  * end the warm-up if it was the last thing running. */
 void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err);

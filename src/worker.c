@@ -23,7 +23,10 @@
  * work_seq and wakes one worker if any is idle. Both sides use seq_cst on
  * idle and work_seq, so either the producer sees the idle count or the
  * worker sees the new work_seq (and the kernel refuses to sleep on a
- * stale value): no lost wake-up, no mutex, no condition variable.
+ * stale value): no lost wake-up, no mutex, no condition variable. While
+ * a warm-up with verification runs, a worker without a share parks for
+ * 100 us at a time instead (smoe__warmup_park_ns): the readers queue their
+ * landed blobs' hashing without waking anyone.
  */
 #include <limits.h>
 #include <sched.h>
@@ -125,24 +128,6 @@ static int load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, 
     return err;
 }
 
-/*
- * A warm-up load's last chunk landed and it is to be verified: hand the
- * hashing to another worker through a verify token on the speculative
- * queue, so that this worker's next read starts at once (one sequential
- * stream per worker, as fio psync, with the hash off its path). Only when
- * a worker is parked to take it and the queue has room; 1 if handed.
- */
-static int hand_off_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
-{
-    /* seq_cst: a hint only; a worker that is not parked after all still
-     * takes the token at its next pop */
-    if (atomic_load(&s->idle) == 0 || !smoe__mpmc_reserve(&s->spec_q, 1))
-        return 0;
-    smoe__warmup_verify_begin(s);
-    smoe__workers_enqueue(s, &s->spec_q, v, gen | SMOE__REQ_VERIFY, 1);
-    return 1;
-}
-
 /* The chunk's part of the load: a packed vault's from one of its copies,
  * the next on failure (replica_read.c); an index vault's from the segments
  * of its sources in the range (extent.c). */
@@ -194,7 +179,8 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
     else
         SMOE__COUNT(s, c_bytes_read, got);
     if (smoe__slot_chunk_landed(s, rq.slot)) {
-        if (defer && s->verify && !err && hand_off_verify(s, rq.slot, rq.gen)) {
+        /* A warm-up's stream reads on while another worker hashes. */
+        if (defer && s->verify && !err && smoe__warmup_hand_verify(s, rq.slot, rq.gen)) {
             *landed = 2;
             return 1;
         }
@@ -204,14 +190,13 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
     return 1;
 }
 
-/* A verify token (hand_off_verify): every chunk of slot rq.slot's warm-up
- * load has landed and nobody else touches the slot (STARTED, chunks all
- * taken); hash it and publish. The queue's pop (acquire) pairs with the
- * handing worker's push (release): its read's bytes are seen. */
-static void run_verify(smoe__worker *wk, smoe__req rq)
+/* A verify token (smoe__warmup_hand_verify): every chunk of slot v's
+ * warm-up load has landed and nobody else touches the slot (STARTED,
+ * chunks all taken); hash it and publish. The queue's pop (acquire) pairs
+ * with the handing worker's push (release): its read's bytes are seen. */
+static void run_verify(smoe__worker *wk, uint32_t v)
 {
     struct smoe_stream *s = wk->s;
-    const uint32_t v = rq.slot;
     /* acquire: [K] (slot.c): the key of the load this token finishes */
     const uint32_t key = smoe__w_key(smoe__slot_word(&s->ring, v));
     int err = load_done(s, wk, v, key, smoe__slot_arming(s, v), &s->vault.index[key]);
@@ -243,7 +228,8 @@ got:
 /*
  * One unit of work, if there is any: a demand token, else a speculative
  * one, else a chunk of this worker's warm-up share (warmup.c), so a
- * warm-up yields to both at every chunk. 0 when there was none.
+ * warm-up yields to both at every chunk, else (its share done, or none)
+ * the hashing of a warm-up load another worker read. 0 when there was none.
  */
 static int work_once(smoe__worker *wk)
 {
@@ -251,16 +237,18 @@ static int work_once(smoe__worker *wk)
     smoe__req rq;
     int landed;
     if (pop_request(s, &rq)) {
-        if (rq.gen & SMOE__REQ_VERIFY)
-            run_verify(wk, rq);
-        else
-            (void)run_request(wk, rq, 0, &landed);
+        (void)run_request(wk, rq, 0, &landed);
         smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
         return 1;
     }
     if (smoe__warmup_next(wk, &rq.slot, &rq.gen)) {
         int took = run_request(wk, rq, 1, &landed);
         smoe__warmup_ran(wk, took, landed);
+        return 1;
+    }
+    if (smoe__warmup_verify_next(wk, &rq.slot)) {
+        run_verify(wk, rq.slot);
+        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
         return 1;
     }
     return 0;
@@ -289,7 +277,7 @@ static void *worker_main(void *arg)
         }
         if (!atomic_load(&s->stop)) {
             SMOE__COUNT(s, c_worker_parks, 1);
-            smoe__park_wait(&s->work_seq, seq, UINT64_MAX);
+            smoe__park_wait(&s->work_seq, seq, smoe__warmup_park_ns(wk));
         }
         atomic_fetch_sub(&s->idle, 1);
     }
