@@ -250,6 +250,8 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
 
     int32_t ids[MAX_ROW];
     uint32_t n = 0, k = (uint32_t)t->ne[0];
+    if (h->look.on)
+        sl_look_begin(h, l);
     for (int64_t row = 0; row < t->ne[1]; row++) {
         if (h->replay) {
             if (sl_replay_get(h->replay, h->ubatch_token + (uint64_t)row, l, ids, k) < 0)
@@ -265,6 +267,8 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
                                ", not below the %" PRIu32 " experts", t->name, row, ids[i],
                                h->n_expert);
             uint32_t e = (uint32_t)ids[i];
+            if (h->look.on)
+                sl_look_demand(h, e);
             if (h->umark[e] == 2)
                 h->st.staged_hits++;
             if (h->umark[e])
@@ -275,7 +279,13 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
     }
     if (n + h->n_staged > h->st.max_union)
         h->st.max_union = n + h->n_staged;
-    return sl_fetch(h, l, h->ulist, n);
+    if (!h->look.on)
+        return sl_fetch(h, l, h->ulist, n);
+    sl_look_end(h);
+    int r = sl_fetch(h, l, h->ulist, n);
+    if (r == 0) /* after: the hints' reads queue behind this layer's */
+        sl_look_hint(h, t, l);
+    return r;
 }
 
 bool sl_eval_cb(struct ggml_tensor *t, bool ask, void *user)
