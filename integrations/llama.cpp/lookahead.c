@@ -220,16 +220,18 @@ void sl_look_end(smoe_llama *h)
 }
 
 /* The tensor computing layer l's router logits, found from its topk: a
- * MUL_MAT whose weight is blk.<l>.ffn_gate_inp.weight, a few nodes up. */
+ * MUL_MAT whose weight is blk.<l>.ffn_gate_inp.weight, a few nodes up
+ * (4 to 6 in the tested architectures). The search is bounded (depth and
+ * nodes looked at), so a graph of another shape costs little. */
 static struct ggml_tensor *find_logits(struct ggml_tensor *topk, uint32_t l)
 {
     char want[64];
     snprintf(want, sizeof want, "blk.%" PRIu32 ".ffn_gate_inp.weight", l);
     struct ggml_tensor *stack[64];
-    int depth[64], n = 0;
+    int depth[64], n = 0, budget = 256;
     stack[n] = topk;
     depth[n++] = 0;
-    while (n > 0) {
+    while (n > 0 && budget-- > 0) {
         struct ggml_tensor *t = stack[--n];
         int d = depth[n];
         if (t->op == GGML_OP_MUL_MAT && t->src[0] && !strcmp(t->src[0]->name, want))
