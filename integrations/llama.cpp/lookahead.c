@@ -337,6 +337,7 @@ void sl_look_hint(smoe_llama *h, struct ggml_tensor *topk, uint32_t l)
     if (l + 1 >= h->n_layers || !lk->layer[l + 1].gate)
         return;
     uint64_t t0 = sl_now_ns();
+    h->st.lookahead_runs++;
     const sl_look_layer *ly = &lk->layer[l + 1];
     struct ggml_tensor *logits = find_logits(topk, l);
     struct ggml_tensor *x = logits ? logits->src[1] : NULL;
@@ -368,6 +369,8 @@ void sl_look_hint(smoe_llama *h, struct ggml_tensor *topk, uint32_t l)
         score_row(h, ly, norm, eps);
         take_top(h, (uint32_t)topk->ne[0]);
     }
+    uint64_t t1 = sl_now_ns();
+    h->st.lookahead_rows += (uint64_t)x->ne[1];
     for (uint32_t i = 0; i < lk->n_hint; i++) {
         uint32_t e = lk->hlist[i];
         float p = 1.0f - lk->pmiss[e];
@@ -379,5 +382,7 @@ void sl_look_hint(smoe_llama *h, struct ggml_tensor *topk, uint32_t l)
     lk->pending = 1;
     lk->hint_layer = l + 1;
     lk->hint_call = h->st.layers + 1;
-    h->st.lookahead_ns += sl_now_ns() - t0;
+    uint64_t t2 = sl_now_ns();
+    h->st.lookahead_ns += t2 - t0;
+    h->st.lookahead_hint_ns += t2 - t1;
 }

@@ -281,13 +281,16 @@ static void print_stats(smoe_llama *h)
                 "nothing of a real model's recall): lookahead_hints %" PRIu64 " (%" PRIu64
                 " reads queued, %" PRIu64 " skipped, %" PRIu64 " cancelled by the stream) for "
                 "%" PRIu64 " routings; lookahead_recall %.3f (%" PRIu64 " of %" PRIu64
-                " experts demanded were hinted), precision %.3f; %.1f us a routing, %" PRIu64
+                " experts demanded were hinted), precision %.3f; %.1f us a routing (%.1f us "
+                "a token row, %.1f us a routing in smoe_prefetch_hint), %" PRIu64
                 " from ffn_inp renormalised, %" PRIu64 " without a router input; weights %.1f "
                 "KiB\n", ls.lookahead_hints, ls.lookahead_reads, ls.lookahead_skipped,
                 s.hint_cancelled, ls.lookahead_layers,
                 ratio(ls.lookahead_true, ls.lookahead_demanded), ls.lookahead_true,
                 ls.lookahead_demanded, ratio(ls.lookahead_true, ls.lookahead_hints),
-                ratio(ls.lookahead_ns, ls.lookahead_layers + ls.lookahead_unseen) / 1e3,
+                ratio(ls.lookahead_ns, ls.lookahead_runs) / 1e3,
+                ratio(ls.lookahead_ns - ls.lookahead_hint_ns, ls.lookahead_rows) / 1e3,
+                ratio(ls.lookahead_hint_ns, ls.lookahead_runs) / 1e3,
                 ls.lookahead_renormed, ls.lookahead_unseen,
                 (double)ls.lookahead_bytes / 1024.0);
 }
@@ -320,11 +323,14 @@ static int write_stats_json(smoe_llama *h, const char *path)
             ", \"lookahead_demanded\": %" PRIu64 ", \"lookahead_true\": %" PRIu64
             ", \"lookahead_recall\": %.6f, \"lookahead_renormed\": %" PRIu64
             ", \"lookahead_unseen\": %" PRIu64 ", \"lookahead_ns\": %" PRIu64
+            ", \"lookahead_hint_ns\": %" PRIu64 ", \"lookahead_rows\": %" PRIu64
+            ", \"lookahead_runs\": %" PRIu64
             ", \"lookahead_bytes\": %" PRIu64 "}\n", ls.lookahead_bytes ? "true" : "false",
             ls.lookahead_hints, ls.lookahead_reads, ls.lookahead_skipped, ls.lookahead_layers,
             ls.lookahead_demanded, ls.lookahead_true,
             ratio(ls.lookahead_true, ls.lookahead_demanded), ls.lookahead_renormed,
-            ls.lookahead_unseen, ls.lookahead_ns, ls.lookahead_bytes);
+            ls.lookahead_unseen, ls.lookahead_ns, ls.lookahead_hint_ns, ls.lookahead_rows,
+            ls.lookahead_runs, ls.lookahead_bytes);
     if (fclose(f) != 0) {
         fprintf(stderr, "smoe-llama: --stats-json %s: %s\n", path, strerror(errno));
         return -1;

@@ -113,6 +113,9 @@ typedef struct smoe_llama_stats {
     uint64_t lookahead_renormed;  /* lookaheads from ffn_inp renormalised with L+1's norm */
     uint64_t lookahead_unseen;    /* routings whose router input was not found: no hint */
     uint64_t lookahead_ns;        /* time computing the lookahead and hinting */
+    uint64_t lookahead_hint_ns;   /* of which in smoe_prefetch_hint */
+    uint64_t lookahead_rows;      /* token rows the lookahead scored */
+    uint64_t lookahead_runs;      /* routings the lookahead ran at (has a next MoE layer) */
 } smoe_llama_stats;
 
 /*
