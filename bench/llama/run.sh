@@ -184,9 +184,12 @@ for mode in $(echo "$modes" | tr ',' ' '); do
         # times the routings a token makes hints at (MoE layers - 1), and
         # that as a share of a decoded token's time.
         awk -v tps="$tps" -v nl="$moe_layers" '/lookahead_hints/ {
-            for (i = 1; i <= NF; i++) if ($(i+1) == "us" && $(i+2) == "a" && $(i+3) == "routing,") us = $i
-            tok = tps > 0 ? 1e6 / tps : 0
-            printf "    lookahead cost: %.1f us a routing, %.1f us a decoded token (%d routings), %.2f%% of a decoded token\n", us, us * (nl - 1), nl - 1, tok > 0 ? us * (nl - 1) / tok * 100 : 0
+            us = ""
+            for (i = 1; i <= NF; i++)
+                if (us == "" && $(i+1) == "us" && $(i+2) == "a" && $(i+3) ~ /^routing/) us = $i
+            tok = (tps > 0) ? 1e6 / tps : 0
+            share = (tok > 0) ? us * (nl - 1) / tok * 100 : 0
+            printf "    lookahead cost: %.1f us a routing, %.1f us a decoded token (%d routings), %.2f%% of a decoded token\n", us, us * (nl - 1), nl - 1, share
         }' "$out" ;;
     esac
 done
