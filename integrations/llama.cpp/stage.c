@@ -13,6 +13,9 @@
  *      its slices, releases it, and prefetches more. A wave never needs
  *      more than one free slot, so a union larger than the ring is fetched
  *      all the same, and nothing is held across the callback.
+ * With SMOE_LLAMA_LOOKAHEAD it then guesses layer N+1's experts from the
+ * state behind layer N's routing and hints them (lookahead.c), after
+ * layer N's experts are present, so that those reads come first.
  * On a failed read the callback records an error naming the expert and the
  * abort callback stops llama_decode(), which returns non-zero; the layer's
  * matmuls never run on missing bytes.
@@ -26,7 +29,8 @@
  *
  * The callback runs on the thread that called llama_decode(); it allocates
  * nothing and makes no system call besides the library's (the union and
- * staged lists are sized at attach).
+ * staged lists, and the lookahead's buffers and weights, are sized at
+ * attach).
  *
  * SPDX-License-Identifier: MIT
  */
