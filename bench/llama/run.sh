@@ -19,6 +19,10 @@
 #                  slices where those are page aligned (--map, zero-copy;
 #                  copied where not): the cost of a hit, side by side with
 #                  smoe
+#   smoe-la        smoe with the router lookahead (--lookahead): layer L+1's
+#                  router applied at layer L's routing, its top-k hinted;
+#                  with smoe side by side, the lookahead's cost and gain
+#   smoe-map-la    smoe-map with the lookahead
 #   ceiling        stock llama.cpp with no memory limit and the model in the
 #                  page cache (read once before; the only warm mode)
 # The first three run in a memory cgroup (v1 or v2; needs root) limited to
@@ -36,14 +40,15 @@
 #                   of by the random router; smoe bench then replays the same
 #                   tokens of it against the vault at the same ring size, for
 #                   its hit rate beside the integration's
-#   --modes LIST    comma list of the modes above (default: all five)
+#   --modes LIST    comma list of the modes above (default: stock-mmap,
+#                   stock-cpu-moe,smoe,smoe-map,ceiling)
 #   --overhead MIB  llama.cpp's own memory in the limit (default 384)
 # Every mode runs with OMP_WAIT_POLICY=passive (smoe-llama sets it itself
 # when streaming): on a shared machine, spinning OpenMP workers of the stock
 # runs would otherwise compete with everything else for the cores.
 set -eu
 export OMP_WAIT_POLICY=passive
-[ $# -ge 2 ] || { sed -n '2,33p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,48p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 dir=$2
 shift 2
@@ -128,6 +133,8 @@ for mode in $(echo "$modes" | tr ',' ' '); do
     stock-cpu-moe) args="--resident --cpu-moe" ;;
     smoe) args="--vault $vault --ring-slots $slots --stats" ;;
     smoe-map) args="--vault $vault --ring-slots $slots --stats --map" ;;
+    smoe-la) args="--vault $vault --ring-slots $slots --stats --lookahead" ;;
+    smoe-map-la) args="--vault $vault --ring-slots $slots --stats --map --lookahead" ;;
     ceiling) args="--resident" ;;
     *) echo "run.sh: unknown mode $mode" >&2; exit 2 ;;
     esac
@@ -172,6 +179,17 @@ for mode in $(echo "$modes" | tr ',' ' '); do
             gen = ttft - load + (tps > 0 ? n / tps : 0)
             if (e > 0 && gen > 0)
                 printf "    hit cost: %.1f us an expert (copy %.3f s + map %.3f s, %d experts), %.1f%% of the %.2f s of generation\n", (cs + ms) * 1e6 / e, cs, ms, e, (cs + ms) / gen * 100, gen
+        }' "$out"
+        # The lookahead's own time per decoded token: its time a routing
+        # times the routings a token makes hints at (MoE layers - 1), and
+        # that as a share of a decoded token's time.
+        awk -v tps="$tps" -v nl="$moe_layers" '/lookahead_hints/ {
+            us = ""
+            for (i = 1; i <= NF; i++)
+                if (us == "" && $(i+1) == "us" && $(i+2) == "a" && $(i+3) ~ /^routing/) us = $i
+            tok = (tps > 0) ? 1e6 / tps : 0
+            share = (tok > 0) ? us * (nl - 1) / tok * 100 : 0
+            printf "    lookahead cost: %.1f us a routing, %.1f us a decoded token (%d routings), %.2f%% of a decoded token\n", us, us * (nl - 1), nl - 1, share
         }' "$out" ;;
     esac
 done

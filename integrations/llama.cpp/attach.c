@@ -447,6 +447,8 @@ int smoe_llama_attach(smoe_llama *h, struct llama_model *model)
         return sl_fail(h, SMOE_ENOMEM, "out of memory");
     if ((r = check_samples(h)) < 0)
         return r;
+    if ((h->flags & SMOE_LLAMA_LOOKAHEAD) && (r = sl_look_attach(h)) < 0)
+        return r;
     h->attached = 1;
     h->err[0] = 0;
     return 0;
@@ -496,6 +498,7 @@ void smoe_llama_close(smoe_llama *h)
     if (h->s)
         smoe_close(h->s);
     sl_replay_free(h->replay);
+    sl_look_free(&h->look);
     sl_buft_free(h);
     free(h->layers);
     free(h->comp_off);

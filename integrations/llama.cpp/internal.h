@@ -37,6 +37,35 @@ typedef struct sl_layer {
 
 typedef struct sl_replay sl_replay;
 
+/* The router lookahead (lookahead.c). */
+#define SL_LOOK_NORMS 2   /* norm weights that can feed a router: ffn_norm, post_attention_norm */
+#define SL_LOOK_MAX_K 512 /* ranks calibrated (MAX_ROW of stage.c) */
+typedef struct sl_look_layer {
+    float *gate;              /* [n_expert][n_embd]: ffn_gate_inp, NULL: no router */
+    float *gate_b;            /* [n_expert]: ffn_gate_inp.bias or NULL */
+    float *sel_b;             /* [n_expert]: exp_probs_b (selection only) or NULL */
+    float *norm[SL_LOOK_NORMS];
+} sl_look_layer;
+
+typedef struct sl_look {
+    int on;
+    int gating;               /* the GGUF's expert_gating_func; 1 (softmax) if absent */
+    uint32_t n_embd;
+    uint32_t n_layers_alloc;
+    sl_look_layer *layer;     /* [n_layers] */
+    float *row, *xn;          /* [n_embd]: a token's state, renormalised */
+    float *score;             /* [n_expert] */
+    float *pmiss;             /* [n_expert]: prod of (1 - p) over the ubatch's guesses */
+    uint16_t *rank;           /* [n_expert]: best rank + 1 among the pending hints, 0: none */
+    uint32_t *hlist;          /* [n_expert]: the pending hints */
+    uint64_t *seen;           /* [n_expert]: routing call that last demanded it */
+    uint32_t n_hint;
+    uint32_t hint_layer;      /* layer of the pending hints */
+    uint64_t hint_call;       /* the routing call they are for */
+    int pending, checking;
+    uint64_t rank_hints[SL_LOOK_MAX_K], rank_true[SL_LOOK_MAX_K];
+} sl_look;
+
 struct smoe_llama {
     smoe_stream *s;
     char *gguf_path;
@@ -79,6 +108,7 @@ struct smoe_llama {
     ggml_abort_callback user_abort;
     void *user_abort_data;
     sl_replay *replay;
+    sl_look look;
     uint32_t last_layer;
     uint64_t ubatch_token;    /* replay: trace token of the ubatch's first row */
     uint64_t ubatch_rows;     /* tokens of the current ubatch */
@@ -114,6 +144,14 @@ int sl_place(smoe_llama *h, uint32_t l, const smoe_blob *b, int may_map, int *ma
 /* Replace the ring pages mapped for b with fresh anonymous memory: from
  * then on no slice shows the slot, whatever it holds next. */
 void sl_unmap_expert(smoe_llama *h, uint32_t l, const smoe_blob *b);
+
+/* lookahead.c */
+int sl_look_attach(smoe_llama *h);
+void sl_look_free(sl_look *lk);
+void sl_look_begin(smoe_llama *h, uint32_t l);
+void sl_look_demand(smoe_llama *h, uint32_t e);
+void sl_look_end(smoe_llama *h);
+void sl_look_hint(smoe_llama *h, struct ggml_tensor *topk, uint32_t l);
 
 /* replay.c */
 int sl_replay_open(smoe_llama *h, const char *path);

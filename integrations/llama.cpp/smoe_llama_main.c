@@ -19,8 +19,8 @@
 #include "smoe_llama.h"
 
 typedef struct args {
-    const char *model, *vault, *prompt, *prompt_tokens, *logits_out, *replay;
-    int n_predict, threads, ctx, batch, ubatch, resident, print_ids, verbose, cpu_moe;
+    const char *model, *vault, *prompt, *prompt_tokens, *logits_out, *replay, *stats_json;
+    int lookahead, n_predict, threads, ctx, batch, ubatch, resident, print_ids, verbose, cpu_moe;
     int no_mmap, ignore_eos, top_k, n_gpu_layers, stats, verify, keep_pages, map;
     uint32_t ring_slots, workers;
     float temp, top_p;
@@ -52,10 +52,14 @@ static void usage(FILE *f)
         "  --verify             check every blob's checksum as it lands\n"
         "  --keep-pages         keep the GGUF's expert pages after load\n"
         "  --map                map ring pages over page-aligned expert slices (zero-copy)\n"
+        "  --lookahead          router lookahead: at each layer's routing, apply the next\n"
+        "                       layer's router to the hidden state and hint its top-k\n"
+        "                       (smoe_prefetch_hint); off by default\n"
         "  --replay-trace FILE  measurement only: route by a recorded trace, not by\n"
         "                       the model (the output is then not the model's); with\n"
         "                       --resident, stock llama.cpp routed by the trace\n"
         "  --stats              streaming counters on stderr\n"
+        "  --stats-json FILE    the same counters as one JSON object\n"
         "  --verbose            llama.cpp's log on stderr\n");
 }
 
@@ -92,6 +96,7 @@ static void parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--verify")) a->verify = 1;
         else if (!strcmp(o, "--keep-pages")) a->keep_pages = 1;
         else if (!strcmp(o, "--map")) a->map = 1;
+        else if (!strcmp(o, "--lookahead")) a->lookahead = 1;
         else if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); exit(0); }
         else flag = 0;
         if (flag)
@@ -107,6 +112,7 @@ static void parse(int argc, char **argv, args *a)
         else if (!strcmp(o, "--prompt-tokens")) a->prompt_tokens = v;
         else if (!strcmp(o, "--logits-out")) a->logits_out = v;
         else if (!strcmp(o, "--replay-trace")) a->replay = v;
+        else if (!strcmp(o, "--stats-json")) a->stats_json = v;
         else if (!strcmp(o, "--n-predict") || !strcmp(o, "-n")) a->n_predict = (int)num(o, v, 0, 1 << 20);
         else if (!strcmp(o, "--ring-slots")) a->ring_slots = (uint32_t)num(o, v, 1, 1 << 24);
         else if (!strcmp(o, "--workers")) a->workers = (uint32_t)num(o, v, 1, 1024);
@@ -136,6 +142,8 @@ static void parse(int argc, char **argv, args *a)
     else if (!a->prompt == !a->prompt_tokens) err = "give one of --prompt and --prompt-tokens";
     else if (!a->resident && (a->cpu_moe || a->no_mmap))
         err = "--cpu-moe and --no-mmap are stock llama.cpp options (with --resident)";
+    else if (a->lookahead && (a->resident || a->replay))
+        err = "--lookahead hints the model's own routing: not with --resident or --replay-trace";
     if (err) {
         fprintf(stderr, "smoe-llama: %s\n", err);
         usage(stderr);
@@ -240,10 +248,17 @@ static int write_logits(const char *path, struct llama_context *ctx, int n_promp
     return 0;
 }
 
+static double ratio(uint64_t a, uint64_t b)
+{
+    return b ? (double)a / (double)b : 0.0;
+}
+
 static void print_stats(smoe_llama *h)
 {
     smoe_stats s = SMOE_STATS_INIT;
-    smoe_llama_stats ls = {sizeof ls, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    smoe_llama_stats ls;
+    memset(&ls, 0, sizeof ls);
+    ls.struct_size = sizeof ls;
     smoe_get_stats(smoe_llama_stream(h), &s);
     smoe_llama_get_stats(h, &ls);
     uint64_t demand = s.hits + s.joins + s.misses;
@@ -251,18 +266,76 @@ static void print_stats(smoe_llama *h)
             ": %" PRIu64 " hits, %" PRIu64 " joins, %" PRIu64 " misses (hit rate %.3f); read "
             "%.1f MiB\n", s.slots, (double)s.slot_bytes / 1048576.0,
             s.io_mode == SMOE_IO_DIRECT ? "direct" : "buffered", demand, s.hits, s.joins,
-            s.misses, demand ? (double)s.hits / (double)demand : 0.0,
-            (double)s.bytes_read / 1048576.0);
+            s.misses, ratio(s.hits, demand), (double)s.bytes_read / 1048576.0);
     fprintf(stderr, "smoe-llama: %" PRIu64 " layer routings, %" PRIu64 " experts present, "
             "%" PRIu64 " of them mapped; copied %.1f MiB in %.3f s, mapped %.1f MiB in %.3f s "
             "(with unmapping); hit cost %.1f us an expert; waiting for reads %.3f s, %" PRIu64
             " in waves, largest union %" PRIu64 "; staging %.1f MiB\n", ls.layers,
             ls.experts, ls.experts_mapped, (double)ls.bytes_copied / 1048576.0,
             (double)ls.copy_ns / 1e9, (double)ls.bytes_mapped / 1048576.0,
-            (double)ls.map_ns / 1e9,
-            ls.experts ? (double)(ls.copy_ns + ls.map_ns) / 1e3 / (double)ls.experts : 0.0,
+            (double)ls.map_ns / 1e9, ratio(ls.copy_ns + ls.map_ns, ls.experts) / 1e3,
             (double)ls.wait_ns / 1e9, ls.waves, ls.max_union,
             (double)ls.stage_bytes / 1048576.0);
+    if (ls.lookahead_bytes)
+        fprintf(stderr, "smoe-llama: lookahead (a check of the mechanism; random weights say "
+                "nothing of a real model's recall): lookahead_hints %" PRIu64 " (%" PRIu64
+                " reads queued, %" PRIu64 " skipped, %" PRIu64 " cancelled by the stream) for "
+                "%" PRIu64 " routings; lookahead_recall %.3f (%" PRIu64 " of %" PRIu64
+                " experts demanded were hinted), precision %.3f; %.1f us a routing (%.1f us "
+                "a token row, %.1f us a routing in smoe_prefetch_hint), %" PRIu64
+                " from ffn_inp renormalised, %" PRIu64 " without a router input; weights %.1f "
+                "KiB\n", ls.lookahead_hints, ls.lookahead_reads, ls.lookahead_skipped,
+                s.hint_cancelled, ls.lookahead_layers,
+                ratio(ls.lookahead_true, ls.lookahead_demanded), ls.lookahead_true,
+                ls.lookahead_demanded, ratio(ls.lookahead_true, ls.lookahead_hints),
+                ratio(ls.lookahead_ns, ls.lookahead_runs) / 1e3,
+                ratio(ls.lookahead_ns - ls.lookahead_hint_ns, ls.lookahead_rows) / 1e3,
+                ratio(ls.lookahead_hint_ns, ls.lookahead_runs) / 1e3,
+                ls.lookahead_renormed, ls.lookahead_unseen,
+                (double)ls.lookahead_bytes / 1024.0);
+}
+
+static int write_stats_json(smoe_llama *h, const char *path)
+{
+    smoe_stats s = SMOE_STATS_INIT;
+    smoe_llama_stats ls;
+    memset(&ls, 0, sizeof ls);
+    ls.struct_size = sizeof ls;
+    smoe_get_stats(smoe_llama_stream(h), &s);
+    smoe_llama_get_stats(h, &ls);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "smoe-llama: --stats-json %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    uint64_t demand = s.hits + s.joins + s.misses;
+    fprintf(f, "{\"slots\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"joins\": %" PRIu64
+            ", \"misses\": %" PRIu64 ", \"hit_rate\": %.6f, \"bytes_read\": %" PRIu64
+            ", \"prefetch_hint\": %" PRIu64 ", \"hint_cancelled\": %" PRIu64 ",\n",
+            s.slots, s.hits, s.joins, s.misses, ratio(s.hits, demand), s.bytes_read,
+            s.prefetch_hint, s.hint_cancelled);
+    fprintf(f, " \"layers\": %" PRIu64 ", \"experts\": %" PRIu64 ", \"experts_mapped\": %"
+            PRIu64 ", \"copy_ns\": %" PRIu64 ", \"map_ns\": %" PRIu64 ", \"wait_ns\": %"
+            PRIu64 ", \"waves\": %" PRIu64 ",\n", ls.layers, ls.experts, ls.experts_mapped,
+            ls.copy_ns, ls.map_ns, ls.wait_ns, ls.waves);
+    fprintf(f, " \"lookahead\": %s, \"lookahead_hints\": %" PRIu64 ", \"lookahead_reads\": %"
+            PRIu64 ", \"lookahead_skipped\": %" PRIu64 ", \"lookahead_layers\": %" PRIu64
+            ", \"lookahead_demanded\": %" PRIu64 ", \"lookahead_true\": %" PRIu64
+            ", \"lookahead_recall\": %.6f, \"lookahead_renormed\": %" PRIu64
+            ", \"lookahead_unseen\": %" PRIu64 ", \"lookahead_ns\": %" PRIu64
+            ", \"lookahead_hint_ns\": %" PRIu64 ", \"lookahead_rows\": %" PRIu64
+            ", \"lookahead_runs\": %" PRIu64
+            ", \"lookahead_bytes\": %" PRIu64 "}\n", ls.lookahead_bytes ? "true" : "false",
+            ls.lookahead_hints, ls.lookahead_reads, ls.lookahead_skipped, ls.lookahead_layers,
+            ls.lookahead_demanded, ls.lookahead_true,
+            ratio(ls.lookahead_true, ls.lookahead_demanded), ls.lookahead_renormed,
+            ls.lookahead_unseen, ls.lookahead_ns, ls.lookahead_hint_ns, ls.lookahead_rows,
+            ls.lookahead_runs, ls.lookahead_bytes);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "smoe-llama: --stats-json %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -297,7 +370,8 @@ int main(int argc, char **argv)
         o.ring_slots = a.ring_slots;
         o.workers = a.workers;
         o.verify = a.verify ? SMOE_VERIFY_ON : SMOE_VERIFY_DEFAULT;
-        o.flags = (a.keep_pages ? SMOE_LLAMA_KEEP_PAGES : 0) | (a.map ? SMOE_LLAMA_MAP : 0);
+        o.flags = (a.keep_pages ? SMOE_LLAMA_KEEP_PAGES : 0) | (a.map ? SMOE_LLAMA_MAP : 0) |
+                  (a.lookahead ? SMOE_LLAMA_LOOKAHEAD : 0);
         o.replay_trace = a.replay;
         o.log_fn = smoe_log;
         if (smoe_llama_open(a.model, a.vault, &o, &h) < 0) {
@@ -420,6 +494,8 @@ int main(int argc, char **argv)
             decode_s > 0 ? (double)(n_gen - 1) / decode_s : 0.0);
     if (h && !a.resident && a.stats)
         print_stats(h);
+    if (h && !a.resident && a.stats_json && write_stats_json(h, a.stats_json) < 0)
+        rc = 1;
     llama_batch_free(batch);
     llama_sampler_free(smpl);
     free(gen);

@@ -13,6 +13,9 @@
  *      its slices, releases it, and prefetches more. A wave never needs
  *      more than one free slot, so a union larger than the ring is fetched
  *      all the same, and nothing is held across the callback.
+ * With SMOE_LLAMA_LOOKAHEAD it then guesses layer N+1's experts from the
+ * state behind layer N's routing and hints them (lookahead.c), after
+ * layer N's experts are present, so that those reads come first.
  * On a failed read the callback records an error naming the expert and the
  * abort callback stops llama_decode(), which returns non-zero; the layer's
  * matmuls never run on missing bytes.
@@ -26,7 +29,8 @@
  *
  * The callback runs on the thread that called llama_decode(); it allocates
  * nothing and makes no system call besides the library's (the union and
- * staged lists are sized at attach).
+ * staged lists, and the lookahead's buffers and weights, are sized at
+ * attach).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -250,6 +254,8 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
 
     int32_t ids[MAX_ROW];
     uint32_t n = 0, k = (uint32_t)t->ne[0];
+    if (h->look.on)
+        sl_look_begin(h, l);
     for (int64_t row = 0; row < t->ne[1]; row++) {
         if (h->replay) {
             if (sl_replay_get(h->replay, h->ubatch_token + (uint64_t)row, l, ids, k) < 0)
@@ -265,6 +271,8 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
                                ", not below the %" PRIu32 " experts", t->name, row, ids[i],
                                h->n_expert);
             uint32_t e = (uint32_t)ids[i];
+            if (h->look.on)
+                sl_look_demand(h, e);
             if (h->umark[e] == 2)
                 h->st.staged_hits++;
             if (h->umark[e])
@@ -275,7 +283,13 @@ static int on_topk(smoe_llama *h, struct ggml_tensor *t, uint32_t l)
     }
     if (n + h->n_staged > h->st.max_union)
         h->st.max_union = n + h->n_staged;
-    return sl_fetch(h, l, h->ulist, n);
+    if (!h->look.on)
+        return sl_fetch(h, l, h->ulist, n);
+    sl_look_end(h);
+    int r = sl_fetch(h, l, h->ulist, n);
+    if (r == 0) /* after: the hints' reads queue behind this layer's */
+        sl_look_hint(h, t, l);
+    return r;
 }
 
 bool sl_eval_cb(struct ggml_tensor *t, bool ask, void *user)

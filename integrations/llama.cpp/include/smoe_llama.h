@@ -60,7 +60,13 @@ enum {
     SMOE_LLAMA_MAP = 1u << 0,
     /* Keep the GGUF's pages of expert tensors: by default they are dropped
      * from this process and the page cache once the model is attached. */
-    SMOE_LLAMA_KEEP_PAGES = 1u << 1
+    SMOE_LLAMA_KEEP_PAGES = 1u << 1,
+    /* Router lookahead: at layer L's routing, apply layer L+1's router to
+     * the hidden state at hand and pass its top-k to smoe_prefetch_hint()
+     * (libsmoe_stream 1.1), so that their reads overlap layer L's expert
+     * matmuls. Reads the routers from the GGUF at attach (float32 copies:
+     * stats.lookahead_bytes). docs/llama.cpp.md, "Router lookahead". */
+    SMOE_LLAMA_LOOKAHEAD = 1u << 2
 };
 
 typedef struct smoe_llama_opts {
@@ -96,6 +102,20 @@ typedef struct smoe_llama_stats {
     uint64_t experts_mapped;  /* of experts, those with any slice mapped (SMOE_LLAMA_MAP) */
     uint64_t bytes_mapped;
     uint64_t map_ns;          /* time mapping ring pages and unmapping them on release */
+    /* SMOE_LLAMA_LOOKAHEAD */
+    uint64_t lookahead_bytes;     /* router and norm weights kept as float32 */
+    uint64_t lookahead_hints;     /* smoe_prefetch_hint calls the stream accepted */
+    uint64_t lookahead_reads;     /* of which queued a read (SMOE_QUEUED) */
+    uint64_t lookahead_skipped;   /* of which dropped by the stream (SMOE_SKIPPED) */
+    uint64_t lookahead_layers;    /* routings that hints were made for */
+    uint64_t lookahead_demanded;  /* experts those routings chose (union per routing) */
+    uint64_t lookahead_true;      /* of which hinted: recall = true / demanded */
+    uint64_t lookahead_renormed;  /* lookaheads from ffn_inp renormalised with L+1's norm */
+    uint64_t lookahead_unseen;    /* routings whose router input was not found: no hint */
+    uint64_t lookahead_ns;        /* time computing the lookahead and hinting */
+    uint64_t lookahead_hint_ns;   /* of which in smoe_prefetch_hint */
+    uint64_t lookahead_rows;      /* token rows the lookahead scored */
+    uint64_t lookahead_runs;      /* routings the lookahead ran at (has a next MoE layer) */
 } smoe_llama_stats;
 
 /*

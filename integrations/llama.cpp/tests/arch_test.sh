@@ -26,20 +26,10 @@ rm -rf "$dir"
 mkdir -p "$dir"
 cd "$dir"
 fail() { echo "FAIL $arch: $*" >&2; exit 1; }
-py() { PYTHONPATH=$SMOE_LLAMA_GGUF_PY "$SMOE_LLAMA_PY" "$@"; }
+. "$here/fixture.sh"
 
-# The fixture. olmoe is written in F32 and quantized with llama.cpp's own
-# quantizer to Q4_K_M (q4_K and q6_K experts: two blob layouts).
-py "$here/mkmoe.py" "$arch" model.gguf --seed 1
-py "$here/mkmoe.py" "$arch" other.gguf --seed 2
-if [ "$arch" = olmoe ]; then
-    for m in model other; do
-        "$SMOE_LLAMA_QUANTIZE" $m.gguf $m-q.gguf Q4_K_M
-        mv $m-q.gguf $m.gguf
-    done
-fi
-"$SMOE_TOOL" pack --quiet --out model.smoe model.gguf > /dev/null
-"$SMOE_TOOL" pack --quiet --out other.smoe other.gguf > /dev/null
+make_fixture model "$arch" 1
+make_fixture other "$arch" 2
 info=$("$SMOE_TOOL" inspect model.smoe)
 entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
 topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')

@@ -6,6 +6,15 @@ src/models/<arch>.cpp). Uses the llama.cpp tree's gguf-py (PYTHONPATH) and
 numpy. The tokenizer is "none" with <arch>.vocab_size, so prompts are
 given as token ids.
 
+--near-identity: every tensor that writes into the residual stream
+(attention output, expert and shared-expert down projections, the dense
+FFN's) is 10^4 times smaller, so each layer passes its input on almost
+unchanged while every layer keeps its own router (gpt-oss's router bias
+as large as its logits, and the norm weights before the routers far from
+one): layer L+1's router
+applied to layer L's hidden state then chooses what L+1 will (the router
+lookahead's test).
+
 Also: mkmoe.py qwen3-30b-a3b|gpt-oss-20b OUT.gguf [--layers N] [--type T]:
 a model shaped like a real one (Q4_K, MXFP4 experts; Q8_0 dense), with
 random blocks written without quantizing, for bench/llama.
@@ -121,7 +130,7 @@ class Writer:
         self.w.close()
 
 
-def write(kind, path, seed, layers=None, etype=None):
+def write(kind, path, seed, layers=None, etype=None, near_identity=False):
     arch, default_etype, d = ARCHS[kind]
     etype = etype or default_etype
     d = dict(d)
@@ -130,6 +139,18 @@ def write(kind, path, seed, layers=None, etype=None):
     rng = np.random.default_rng(seed)
     big = kind in ("qwen3-30b-a3b", "gpt-oss-20b")
     w = Writer(path, arch, rng, raw=big)
+    if near_identity:
+        plain = w.tensor
+
+        def quiet(name, ne, qtype="F32", scale=None, offset=0.0):
+            if any(p in name for p in ("attn_output.", "ffn_down")):
+                scale = (0.05 if scale is None else scale) * 1e-4
+            if "ffn_gate_inp.bias" in name:  # as large as the logits: it decides
+                scale = 8.0
+            if "ffn_norm" in name or "post_attention_norm" in name:
+                scale = 0.5  # each layer's router sees its own scaling of the state
+            plain(name, ne, qtype, scale, offset)
+        w.tensor = quiet
     E, H, KV, HD, L = d["embd"], d["head"], d["kv"], d["hd"], d["layers"]
     X, K, FF, V = d["experts"], d["k"], d["ff"], d["vocab"]
     w.kv("general.name", f"tiny-{kind}")
@@ -212,8 +233,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--layers", type=int)
     ap.add_argument("--type", choices=["F32", "F16", "BF16", "Q8_0", "Q4_K", "MXFP4"])
+    ap.add_argument("--near-identity", action="store_true")
     a = ap.parse_args()
-    write(a.arch, a.out, a.seed, a.layers, a.type)
+    write(a.arch, a.out, a.seed, a.layers, a.type, a.near_identity)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,15 @@
+# fixture.sh: sourced by the llama.cpp tests. make_fixture NAME ARCH SEED
+# [mkmoe.py options] writes NAME.gguf (mkmoe.py; olmoe is written in F32
+# and quantized with llama.cpp's own quantizer to Q4_K_M: q4_K and q6_K
+# experts, two blob layouts) and packs it into NAME.smoe.
+py() { PYTHONPATH=$SMOE_LLAMA_GGUF_PY "$SMOE_LLAMA_PY" "$@"; }
+make_fixture() {
+    fx_name=$1 fx_arch=$2 fx_seed=$3
+    shift 3
+    py "$here/mkmoe.py" "$fx_arch" $fx_name.gguf --seed "$fx_seed" "$@"
+    if [ "$fx_arch" = olmoe ]; then
+        "$SMOE_LLAMA_QUANTIZE" $fx_name.gguf $fx_name-q.gguf Q4_K_M
+        mv $fx_name-q.gguf $fx_name.gguf
+    fi
+    "$SMOE_TOOL" pack --quiet --out $fx_name.smoe $fx_name.gguf > /dev/null
+}
