@@ -344,9 +344,10 @@ static void count_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uin
 }
 
 /* One stream, two workers, verification on, one blob corrupted: the
- * reading worker hands hashing to the parked one (verify tokens), the
- * corrupt blob fails with SMOE_ECHECKSUM and counts as failed, every
- * other one loads, and smoe_warmup_wait returns only once every handed-off
+ * reading worker hands hashing to the parked one (verify tokens) without
+ * waking it (no worker wake-up is issued during the warm-up), the corrupt
+ * blob fails with SMOE_ECHECKSUM and counts as failed, every other one
+ * loads, and smoe_warmup_wait returns only once every handed-off
  * verification has published. */
 static void t_verify_handoff(void **state)
 {
@@ -379,9 +380,11 @@ static void t_verify_handoff(void **state)
     for (int i = 0; i < 10000 && atomic_load(&s->idle) == 0; i++)
         usleep(500);
     assert_int_equal(atomic_load(&s->idle), 1); /* the other worker is parked */
+    const uint64_t wakes = tu_stats(s).worker_wakes;
     atomic_store(&g_hold, 0);
     assert_int_equal(smoe_warmup_wait(s, UINT64_MAX), 0);
     smoe_stats st = tu_stats(s);
+    assert_int_equal(st.worker_wakes, wakes);
     assert_int_equal(st.slots_loading, 0);
     assert_int_equal(st.warmup_loaded, N - 1);
     assert_int_equal(st.warmup_failed, 1);
