@@ -22,8 +22,16 @@
 #                           the GGUF in the page cache
 #            smoe           the integration, ring 25% of the experts (copy)
 #            smoe-map       the same with --map (ring pages mapped)
+#            smoe-la        smoe with --lookahead (layer L+1's router on layer
+#                           L's hidden state, read off the GPU, as hints)
 #            stock-gpu      stock llama.cpp with everything on the GPU (the
 #                           ceiling of a GPU that holds the whole model)
+#          then the fusion control: stock-cpu-moe and smoe again with
+#          GGML_CUDA_DISABLE_FUSION=1 (*-nofuse, compared with each other):
+#          the integration's eval callback splits the graph at the router,
+#          so CUDA cannot fuse the router's kernels there while stock does,
+#          and greedy tokens may part after a near tie; without fusion on
+#          either side they must be identical
 #          and prints load, first token and decode tokens/s of each, and
 #          whether the streamed runs' logits and tokens equal stock-cpu-moe's
 #          (the same placement, so they must be bit-identical)
@@ -109,12 +117,12 @@ one() {
     ttft=$(echo "$line" | sed -n 's/.*first token \([0-9.]*\) s.*/\1/p')
     tps=$(echo "$line" | sed -n 's/.*decode \([0-9.]*\) tokens.*/\1/p')
     same=-
-    if [ "$mode" != stock-cpu-moe ]; then
+    if [ "$mode" != "$ref" ]; then
         l=differ
-        cmp -s "$work/stock-cpu-moe.logits" "$work/$mode.logits" && l=equal
+        cmp -s "$work/$ref.logits" "$work/$mode.logits" && l=equal
         t=differ
-        cmp -s "$work/stock-cpu-moe.ids" "$work/$mode.ids" && t=equal
-        same="logits $l, tokens $t"
+        cmp -s "$work/$ref.ids" "$work/$mode.ids" && t=equal
+        same="logits $l, tokens $t (vs $ref)"
     fi
     printf '%-14s %8s %9s %11s   %s\n' "$mode" "$load" "$ttft" "$tps" "$same"
     grep -i 'CUDA0\|offloaded\|ggml_cuda_init: found' "$work/$mode.err" | head -n 3 | sed 's/^/    /' || true
@@ -150,10 +158,17 @@ do_run() {
     log "qwen3-30b-a3b shape, $layers layers, $entries experts; ring $slots slots ($share%);" \
         "$threads threads, --n-gpu-layers $ngl"
     printf '%-14s %8s %9s %11s   %s\n' mode load_s ttft_s decode_t/s "vs stock-cpu-moe"
+    ref=stock-cpu-moe
     one stock-cpu-moe --resident --cpu-moe
     one smoe --vault "$vault" --ring-slots "$slots" --stats
     one smoe-map --vault "$vault" --ring-slots "$slots" --stats --map
+    one smoe-la --vault "$vault" --ring-slots "$slots" --stats --lookahead
     one stock-gpu --resident
+    ref=stock-cpu-moe-nofuse
+    export GGML_CUDA_DISABLE_FUSION=1
+    one stock-cpu-moe-nofuse --resident --cpu-moe
+    one smoe-nofuse --vault "$vault" --ring-slots "$slots" --stats
+    unset GGML_CUDA_DISABLE_FUSION
 }
 
 case $step in
