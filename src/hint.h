@@ -24,8 +24,8 @@ struct smoe_stream;
 /* Under reuse, a hinted read below this probability takes only a free
  * (EMPTY or FAILED) slot and never displaces an entry: at p < 0.5 it is
  * more likely wasted than used, and on a disk-bound run a wasted read
- * delays demand as much as a used one saves (docs/eviction.md, "Hints":
- * 1.10 -> ... of the wait without speculation at recall 0.45, 10%). */
+ * delays demand as much as a used one saves (docs/eviction.md, "Hints";
+ * the measurement: docs/benchmarks.md, "Hinted speculation"). */
 #define SMOE__HINT_DISPLACE_MIN_P 0.5f
 
 /* Per layer (hint_layer): hints given since its last settling, and
