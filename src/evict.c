@@ -14,7 +14,9 @@
  *  - Under reuse, an expert with a live hint (hint.c) is ranked, and a
  *    hinted load admitted, by the hint's probability in place of its
  *    learned q; the classes above still decide first, so a hint never
- *    takes a slot with references, pins or a read in progress.
+ *    takes a slot with references, pins or a read in progress. A hinted
+ *    load below SMOE__HINT_DISPLACE_MIN_P takes only an EMPTY or FAILED
+ *    slot.
  *  - Under reuse, a speculative load takes an occupied idle slot only if
  *    its entry's keep value is below the speculated expert's own. Within the
  *    best class the policy ranks: SMOE_EVICT_LRU takes the least recently
@@ -26,6 +28,8 @@
  *    reuse, the slots' cached scores): O(slots). docs/eviction.md, "Work
  *    per eviction", has the measured cost at 64 to 65,536 slots.
  */
+#include <math.h>
+
 #include "internal.h"
 
 /* Eviction class of a slot word: lower is evicted first, -1 never. Under
@@ -67,9 +71,11 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
     if (reuse && kind == SMOE__PICK_SPEC) {
         float q;
         if (smoe__hint_live(s, key, &q)) {
-            /* the engine's probability replaces the learned q: no floor,
-             * the band order and the settling bound what a poor hint costs */
-            admit = smoe__reuse_keep_q(reuse, key, q);
+            /* the engine's probability replaces the learned q. Below even
+             * odds the read is more likely wasted than used, and on a busy
+             * disk a wasted read delays demand as much as a used one
+             * saves: it may fill a free slot, never displace an entry */
+            admit = q < SMOE__HINT_DISPLACE_MIN_P ? -HUGE_VAL : smoe__reuse_keep_q(reuse, key, q);
         } else {
             admit = smoe__reuse_keep_key(reuse, key, &q);
             if (q < SMOE__REUSE_SPEC_MIN_Q)

@@ -7,7 +7,8 @@
  * demand, while plain speculative reads stay queued; a hint never takes a
  * slot that is referenced, pinned or being read, under either policy;
  * hinted reads count against the speculation cap; under reuse a live hint
- * (the latest of an expert's) decides which retained expert goes; bad
+ * (the latest of an expert's) decides which retained expert goes, and a
+ * hint below 0.5 fills only a free slot, never displacing an entry; bad
  * arguments are refused.
  */
 #include <math.h>
@@ -290,6 +291,42 @@ static void live_hint_ranks_victims(void **state)
     tu_fx_free(f);
 }
 
+/* Under reuse, a hint below even odds fills a free slot but never displaces
+ * an entry, even one ranked below it; at 0.5 and up it may. Three retained
+ * experts of layer 0, (0, 2) hinted 0 (the lowest keep value, the victim
+ * of the next load): a hint of 0.45 for layer 1 is skipped and (0, 2)
+ * stays; one of 0.5 takes (0, 2)'s slot. On a fresh ring a hint of 0.05
+ * is read into an EMPTY slot. */
+static void low_hint_never_displaces(void **state)
+{
+    (void)state;
+    tu_fx *f = tu_fx_new(2, EXPERTS, 16384, 16384, 19);
+    smoe_stream *s = open_ring(f, 3, SMOE_EVICT_REUSE, 100);
+    assert_int_equal(smoe_prefetch_hint(s, 1, 7, 0.05f), SMOE_QUEUED); /* EMPTY slot */
+    claim_release(s, 1, 7);
+    assert_int_equal(smoe_close(s), 0);
+
+    s = open_ring(f, 3, SMOE_EVICT_REUSE, 100);
+    for (uint32_t e = 0; e < 3; e++)
+        claim_release(s, 0, e);
+    assert_int_equal(smoe_prefetch_hint(s, 0, 2, 0.0f), SMOE_RESIDENT);
+    assert_int_equal(smoe_prefetch_hint(s, 1, 3, 0.45f), SMOE_SKIPPED);
+    assert_int_equal(tu_stats(s).evictions, 0);
+    smoe_blob b;
+    assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_HIT);
+    assert_int_equal(smoe_release(s, &b), 0);
+    int r = smoe_prefetch_hint(s, 1, 4, 0.5f);
+    assert_true(r == SMOE_QUEUED || r == SMOE_INFLIGHT);
+    claim_release(s, 1, 4);
+    assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_ENOTRESIDENT);
+    for (uint32_t e = 0; e < 2; e++) {
+        assert_int_equal(smoe_claim(s, 0, e, &b), SMOE_HIT);
+        assert_int_equal(smoe_release(s, &b), 0);
+    }
+    assert_int_equal(smoe_close(s), 0);
+    tu_fx_free(f);
+}
+
 static void bad_arguments_refused(void **state)
 {
     (void)state;
@@ -320,6 +357,7 @@ int main(void)
         cmocka_unit_test(hint_never_takes_busy_slot_lru),
         cmocka_unit_test(hints_under_speculation_cap),
         cmocka_unit_test(live_hint_ranks_victims),
+        cmocka_unit_test(low_hint_never_displaces),
         cmocka_unit_test(bad_arguments_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -180,6 +180,17 @@ class Stream:
             _hot_fail(rc, "prefetch (layer %d, expert %d)" % (layer, expert))
         return rc
 
+    def prefetch_hint(self, layer, expert, p):
+        """A speculative prefetch that carries the engine's probability p
+        (0 to 1) that the expert is asked for at its layer's next visit
+        (smoe_prefetch_hint, since 1.1); never blocks. Returns QUEUED,
+        RESIDENT, INFLIGHT or SKIPPED. A p outside [0, 1] or NaN raises
+        InvalidArgument."""
+        rc = _lib.prefetch_hint(self._handle(), layer, expert, p)
+        if rc < 0:
+            _hot_fail(rc, "prefetch_hint (layer %d, expert %d)" % (layer, expert))
+        return rc
+
     def cancel(self, layer, expert):
         """Cancel a queued speculative read no worker has started. True if
         cancelled; False if its read has started or none is queued."""

@@ -291,6 +291,29 @@ def test_cancel(tmp):
         assert s.cancel(0, 1) is False  # READY, not queued
 
 
+def test_prefetch_hint(tmp):
+    p = str(tmp / "v.smoe")
+    size = write_vault(p, 3, 5)
+    with open_stream(p) as s:
+        assert s.prefetch_hint(1, 2, 0.9) in (smoe_stream.QUEUED, smoe_stream.INFLIGHT)
+        with s.claim(1, 2) as b:
+            assert bytes(b.buffer) == blob_bytes(1, 2, size).tobytes()
+        assert s.prefetch_hint(1, 2, 0.25) == smoe_stream.RESIDENT
+        assert s.prefetch_hint(2, 4, 0.0) in (smoe_stream.QUEUED, smoe_stream.INFLIGHT)
+        assert s.prefetch_hint(0, 0, 1.0) in (smoe_stream.QUEUED, smoe_stream.INFLIGHT)
+        for bad in (-0.01, 1.01, float("nan")):
+            with pytest.raises(smoe_stream.InvalidArgument) as ei:
+                s.prefetch_hint(0, 1, bad)
+            assert "layer 0, expert 1" in ei.value.message and "[0, 1]" in ei.value.message
+        with pytest.raises(smoe_stream.NotFound):
+            s.prefetch_hint(3, 0, 0.5)
+        with pytest.raises(smoe_stream.NotFound):
+            s.prefetch_hint(0, 5, 0.5)
+        st = s.stats()
+        assert st["prefetch_hint"] == 4  # the refused calls are not counted
+        assert st["prefetch_spec"] == 0  # hints are counted apart from plain speculation
+
+
 def test_warmup(tmp):
     p = str(tmp / "v.smoe")
     write_vault(p, 3, 5)

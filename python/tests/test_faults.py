@@ -93,6 +93,40 @@ s.close()
     assert "timeout: SMOE_ETIMEDOUT" in out and "then: 1" in out
 
 
+def test_contradicted_hint_cancelled(tmp):
+    """Hints queue behind a held demand read; layer 1's demand asks for one
+    of them; layer 2's first demand prefetch cancels the other, unread."""
+    p = str(tmp / "v.smoe")
+    write_vault(p, 3, 5)
+    out = run_with_faults("""
+s = open_stream(vault, workers=1, eviction=smoe_stream.EVICT_REUSE)
+F.pyfault_hold(1)
+assert s.prefetch(0, 0) == smoe_stream.QUEUED
+import time
+t = time.monotonic()
+while F.pyfault_holding() == 0 and time.monotonic() - t < 10:
+    time.sleep(0.001)
+assert s.prefetch_hint(1, 1, 0.8) == smoe_stream.QUEUED
+assert s.prefetch_hint(1, 2, 0.6) == smoe_stream.QUEUED
+assert s.prefetch(1, 1) == smoe_stream.INFLIGHT     # layer 1's demand joins its hint
+assert s.stats()["hint_cancelled"] == 0
+assert s.prefetch(2, 0) == smoe_stream.QUEUED       # layer 1's demand set is complete
+assert s.stats()["hint_cancelled"] == 1
+try:
+    s.claim(1, 2, timeout=0)
+    raise SystemExit("the contradicted hint's read was not cancelled")
+except smoe_stream.WouldBlock as e:
+    assert e.name == "SMOE_ENOTRESIDENT", e
+F.pyfault_hold(0)
+for l, e in ((0, 0), (1, 1), (2, 0)):
+    with s.claim(l, e, timeout=10):
+        pass
+s.close()
+print("cancelled: ok")
+""", p)
+    assert "cancelled: ok" in out
+
+
 def test_corrupt_blob_raises_checksum_error(tmp):
     p = str(tmp / "v.smoe")
     size = write_vault(p, 2, 3)

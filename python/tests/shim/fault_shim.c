@@ -20,6 +20,7 @@ SHIM_API void pyfault_fail_offset(unsigned long long offset, int err);
 SHIM_API void pyfault_disarm(void);
 SHIM_API void pyfault_hold(int on);
 SHIM_API unsigned long long pyfault_fired(void);
+SHIM_API int pyfault_holding(void);
 
 static struct fault_io F;
 
@@ -59,4 +60,10 @@ void pyfault_hold(int on)
 unsigned long long pyfault_fired(void)
 {
     return atomic_load(&F.fired);
+}
+
+/* 1 while a worker's pread is held (pyfault_hold): its read has started. */
+int pyfault_holding(void)
+{
+    return atomic_load(&F.holding);
 }
