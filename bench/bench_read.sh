@@ -9,15 +9,24 @@
 #
 # Usage: bench/bench_read.sh SMOE VAULT [workers...]   (default workers: 1 4 16)
 #   ROUNDS=n   rounds per setting (default 3); the median of each is reported
+#   PEER=path  bench/pread_peer (default: beside SMOE's build, build/bench/)
+#
+# fio reads every request of a job into the same buffer. A warm-up cannot:
+# each blob goes to its own slot. On a virtual machine that costs: a DMA
+# into memory the host touched last long ago is slower than into one hot
+# buffer. So beside fio runs pread_peer: the same jobs, block size and
+# direct pread, each request into its own place of a populated buffer as
+# large as the shares (transparent huge pages, as the ring): the disk's
+# speed into fresh memory, what any loader of a ring can reach.
 #
 # For each worker count prints the median GB/s of fio psync (one job per
 # worker, each job reading its own contiguous share of the vault in
-# requests of one blob: the classic command), of the warm-up with
-# verification off and on, and of blob order (verification off); then the
-# medians of the per-round ratios to the psync run of the same round
-# (paired, so a slow minute of the shared disk cancels out), and of
-# verification on to off (its cost). Every run starts with the page cache
-# dropped.
+# requests of one blob: the classic command), of pread_peer into fresh
+# memory, of the warm-up with verification off and on, and of blob order
+# (verification off); then the medians of the per-round ratios (paired, so
+# a slow minute of the shared disk cancels out): the warm-up to fio, the
+# warm-up off and on to pread_peer, verification on to off (its cost), and
+# blob order to fio. Every run starts with the page cache dropped.
 set -eu
 smoe=$1
 vault=$2
@@ -25,6 +34,8 @@ shift 2
 workers=${*:-1 4 16}
 rounds=${ROUNDS:-3}
 command -v fio >/dev/null || { echo "bench_read: fio is not installed" >&2; exit 77; }
+peer=${PEER:-$(dirname "$(dirname "$(dirname "$smoe")")")/bench/pread_peer}
+[ -x "$peer" ] || { echo "bench_read: no $peer (build the bench target pread_peer, or set PEER)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench_read: needs root to drop caches" >&2; exit 77; }
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -84,11 +95,11 @@ else
     echo "fio buffers: transparent huge pages 'always' (was '$thp_old'); the ring: madvise"
 fi
 gbs() { sed -n 's/.*"gb_per_s": *\([0-9.e+-]*\).*/\1/p' | head -n1; }
-printf '%7s %9s %9s %9s %9s %9s %9s %9s %9s\n' workers fio_psync warm_off warm_on blobs \
-    off/fio on/fio on/off blobs/fio
+printf '%7s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n' workers fio_psync fresh warm_off \
+    warm_on blobs off/fio off/fresh on/fresh on/off blobs/fio
 for w in $workers; do
     per=$((data / w / blob * blob))
-    f=""; n=""; v=""; b=""; rn=""; rv=""; ro=""; rb=""
+    f=""; p=""; n=""; v=""; b=""; rn=""; rp=""; rq=""; ro=""; rb=""
     for r in $(seq "$rounds"); do
         drop
         fr="$(fio_thp --name=r --filename="$vault" --rw=read --bs="$blob" --direct=1 \
@@ -96,19 +107,23 @@ for w in $workers; do
             --offset_increment="$per" --group_reporting --output-format=terse --terse-version=3 |
             awk -F';' '{print $7 * 1024 / 1e9}')"
         drop
+        pr="$("$peer" "$vault" "$w" "$blob" 16384 "$data" | gbs)"
+        drop
         nr="$("$smoe" read "$vault" --order shares --workers "$w" --no-verify --json | gbs)"
         drop
         vr="$("$smoe" read "$vault" --order shares --workers "$w" --verify --json | gbs)"
         drop
         br="$("$smoe" read "$vault" --order blobs --workers "$w" --no-verify --json | gbs)"
-        f="$f $fr"; n="$n $nr"; v="$v $vr"; b="$b $br"
+        f="$f $fr"; p="$p $pr"; n="$n $nr"; v="$v $vr"; b="$b $br"
         rn="$rn $(echo "$nr / $fr" | bc -l)"
-        rv="$rv $(echo "$vr / $fr" | bc -l)"
+        rp="$rp $(echo "$nr / $pr" | bc -l)"
+        rq="$rq $(echo "$vr / $pr" | bc -l)"
         ro="$ro $(echo "$vr / $nr" | bc -l)"
         rb="$rb $(echo "$br / $fr" | bc -l)"
     done
     med() { echo "$@" | tr ' ' '\n' | median; }
     # shellcheck disable=SC2086
-    printf '%7s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n' "$w" "$(med $f)" \
-        "$(med $n)" "$(med $v)" "$(med $b)" "$(med $rn)" "$(med $rv)" "$(med $ro)" "$(med $rb)"
+    printf '%7s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n' "$w" \
+        "$(med $f)" "$(med $p)" "$(med $n)" "$(med $v)" "$(med $b)" "$(med $rn)" "$(med $rp)" \
+        "$(med $rq)" "$(med $ro)" "$(med $rb)"
 done
