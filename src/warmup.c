@@ -11,7 +11,7 @@
  * whole chunk (opts.chunk_bytes at open), as `fio --rw=read` with one job
  * per region does: reading blobs in request order instead, one blob per
  * worker, gives it a single stream at the workers' depth, which reaches
- * about three quarters of that (docs/benchmarks.md, "Cold reads").
+ * less (docs/benchmarks.md, "Cold throughput").
  *
  * The workers do the reading, between their queues' tokens: each worker
  * takes demand tokens first, then speculative ones, and only when both
