@@ -399,6 +399,59 @@ static void t_verify_handoff(void **state)
     unlink(bad);
 }
 
+/* The hashing worker is held after its first verification while the
+ * reading worker lands every other blob: their verify tokens wait in the
+ * queue. smoe_shutdown then: the waiter returns SMOE_ESHUTDOWN, the held
+ * worker leaves without hashing the rest (none of them becomes READY
+ * unverified), claims return SMOE_ESHUTDOWN at once rather than waiting on
+ * loads nobody will finish, and close is clean. */
+static _Atomic uint32_t g_verified;
+static atomic_int g_hold_verify;
+static void verify_hold_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+                             uint64_t b)
+{
+    if (point == SMOE__HOOK_REQUEST_DONE && atomic_fetch_add(&g_verified, 1) == 0)
+        while (atomic_load(&g_hold_verify))
+            usleep(200);
+    hook(s, point, slot, a, b);
+}
+
+static void t_shutdown_with_verify_queued(void **state)
+{
+    (void)state;
+    tu_baseline base = tu_baseline_take();
+    smoe_stream *s = open_s(64, 2);
+    atomic_store(&g_verified, 0);
+    atomic_store(&g_hold_verify, 1);
+    atomic_store(&s->hook, verify_hold_hook);
+    smoe_warmup_opts wo = SMOE_WARMUP_OPTS_INIT;
+    wo.workers = 1; /* one stream; the other worker hashes */
+    assert_int_equal(smoe_warmup(s, &wo), (int)N);
+    for (int i = 0; i < 20000 && atomic_load(&g_nrec) < N; i++)
+        usleep(500); /* every blob read */
+    assert_int_equal(atomic_load(&g_nrec), N);
+    assert_int_equal(atomic_load(&g_verified), 1);
+    assert_int_equal(smoe_warmup_wait(s, 20000000ull), SMOE_ETIMEDOUT); /* hashes wait */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_main, s), 0);
+    assert_int_equal(smoe_shutdown(s), 0);
+    atomic_store(&g_hold_verify, 0);
+    void *r;
+    assert_int_equal(pthread_join(t, &r), 0);
+    assert_int_equal((intptr_t)r, SMOE_ESHUTDOWN);
+    smoe_blob b;
+    for (uint32_t k = 0; k < N; k++)
+        assert_int_equal(smoe_claim_wait(s, k / EXPERTS, k % EXPERTS, UINT64_MAX, &b),
+                         SMOE_ESHUTDOWN);
+    sleep_ms(50); /* the released worker sees stop and leaves */
+    smoe_stats st = tu_stats(s);
+    assert_int_equal(st.slots_ready, 1); /* the queued blobs were never hashed, never READY */
+    assert_int_equal(st.warmup_running, 0);
+    assert_int_equal(atomic_load(&g_verified), 1);
+    close_s(s);
+    tu_baseline_check(base, "after close with verifications queued");
+}
+
 /* Bad arguments, a second warm-up while one runs, a timed-out wait. */
 static void t_bad_args(void **state)
 {
@@ -446,6 +499,7 @@ int main(void)
         cmocka_unit_test(t_cancel),
         cmocka_unit_test(t_shutdown_during),
         cmocka_unit_test(t_verify_handoff),
+        cmocka_unit_test(t_shutdown_with_verify_queued),
         cmocka_unit_test(t_bad_args),
     };
     return cmocka_run_group_tests_name("warmup", tests, setup, teardown);
