@@ -399,21 +399,28 @@ static void t_verify_handoff(void **state)
     unlink(bad);
 }
 
-/* The hashing worker is held after its first verification while the
- * reading worker lands every other blob: their verify tokens wait in the
- * queue. smoe_shutdown then: the waiter returns SMOE_ESHUTDOWN, the held
+/* The hashing worker is held after its first verification and the
+ * reading worker at its last blob, so the hashes of the blobs between wait
+ * in the queue. smoe_shutdown then: the waiter returns SMOE_ESHUTDOWN, the held
  * worker leaves without hashing the rest (none of them becomes READY
  * unverified), claims return SMOE_ESHUTDOWN at once rather than waiting on
  * loads nobody will finish, and close is clean. */
 static _Atomic uint32_t g_verified;
-static atomic_int g_hold_verify;
+static atomic_int g_hold_verify, g_reader_held;
 static void verify_hold_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
                              uint64_t b)
 {
     if (point == SMOE__HOOK_REQUEST_DONE && atomic_fetch_add(&g_verified, 1) == 0)
         while (atomic_load(&g_hold_verify))
-            usleep(200);
+            usleep(200); /* the hashing worker, after its first blob */
     hook(s, point, slot, a, b);
+    if (point == SMOE__HOOK_CHUNK_READ && atomic_load(&g_nrec) == N) {
+        /* the reading worker, at its last blob: still in its share, so
+         * it takes no verify token either */
+        atomic_store(&g_reader_held, 1);
+        while (atomic_load(&g_hold_verify))
+            usleep(200);
+    }
 }
 
 static void t_shutdown_with_verify_queued(void **state)
@@ -422,15 +429,19 @@ static void t_shutdown_with_verify_queued(void **state)
     tu_baseline base = tu_baseline_take();
     smoe_stream *s = open_s(64, 2);
     atomic_store(&g_verified, 0);
+    atomic_store(&g_reader_held, 0);
     atomic_store(&g_hold_verify, 1);
     atomic_store(&s->hook, verify_hold_hook);
     smoe_warmup_opts wo = SMOE_WARMUP_OPTS_INIT;
     wo.workers = 1; /* one stream; the other worker hashes */
     assert_int_equal(smoe_warmup(s, &wo), (int)N);
-    for (int i = 0; i < 20000 && atomic_load(&g_nrec) < N; i++)
-        usleep(500); /* every blob read */
-    assert_int_equal(atomic_load(&g_nrec), N);
-    assert_int_equal(atomic_load(&g_verified), 1);
+    for (int i = 0; i < 20000 && !atomic_load(&g_reader_held); i++)
+        usleep(500); /* every blob but the last read */
+    assert_int_equal(atomic_load(&g_reader_held), 1);
+    for (int i = 0; i < 20000 && !atomic_load(&g_verified); i++)
+        usleep(500);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&g_verified), 1); /* N - 2 hashes queued */
     assert_int_equal(smoe_warmup_wait(s, 20000000ull), SMOE_ETIMEDOUT); /* hashes wait */
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, wait_main, s), 0);
