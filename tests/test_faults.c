@@ -37,12 +37,6 @@
 #define EXPERTS 3
 #define NKEYS (LAYERS * EXPERTS)
 
-/* Generous: a bound on hanging, not a speed claim. */
-static uint64_t bound_ns(void)
-{
-    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
-}
-
 /* Every vault here is LAYERS x EXPERTS, made from seed 99. */
 static tu_fx *fx_new(uint64_t min_b, uint64_t max_b)
 {
@@ -103,9 +97,9 @@ static int bounded_claim(smoe_stream *s, const tu_fx *f, uint32_t l, uint32_t e,
                          smoe_blob *b)
 {
     uint64_t t0 = tu_now_ns();
-    int r = smoe_claim_wait(s, l, e, bound_ns(), b);
+    int r = smoe_claim_wait(s, l, e, tu_bound_ns(), b);
     uint64_t dt = tu_now_ns() - t0;
-    if (dt >= bound_ns() || r == SMOE_ETIMEDOUT)
+    if (dt >= tu_bound_ns() || r == SMOE_ETIMEDOUT)
         fail_msg("claim (%u, %u) took %.3f s: %s", l, e, (double)dt / 1e9, smoe_err_name(r));
     if (r >= 0) {
         if (!blob_ok(f, b))
@@ -124,7 +118,7 @@ static void bounded_close(smoe_stream *s)
 {
     uint64_t t0 = tu_now_ns();
     assert_int_equal(smoe_close(s), 0);
-    if (tu_now_ns() - t0 >= bound_ns())
+    if (tu_now_ns() - t0 >= tu_bound_ns())
         fail_msg("close took %.3f s", (double)(tu_now_ns() - t0) / 1e9);
 }
 
@@ -439,8 +433,8 @@ static void *trunc_claimer(void *p)
         uint32_t key = (uint32_t)(rng >> 33) % NKEYS;
         smoe_blob b;
         uint64_t t0 = tu_now_ns();
-        int r = smoe_claim_wait(sh->s, key / EXPERTS, key % EXPERTS, bound_ns(), &b);
-        if (tu_now_ns() - t0 >= bound_ns())
+        int r = smoe_claim_wait(sh->s, key / EXPERTS, key % EXPERTS, tu_bound_ns(), &b);
+        if (tu_now_ns() - t0 >= tu_bound_ns())
             atomic_fetch_add(&sh->slow, 1);
         if (r >= 0) {
             atomic_fetch_add(blob_ok(sh->f, &b) ? &sh->ok : &sh->wrong, 1);

@@ -59,23 +59,6 @@
 
 #define MS 1000000ull
 
-/* A bound on hanging, not a speed claim (scaled under sanitizers). */
-static uint64_t bound_ns(void)
-{
-    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
-}
-
-/* Wait until *flag is set; fail the test after the bound. */
-static void wait_flag(_Atomic int *flag, const char *what)
-{
-    uint64_t t0 = tu_now_ns();
-    while (!atomic_load(flag)) {
-        if (tu_now_ns() - t0 > bound_ns())
-            fail_msg("timed out waiting for %s", what);
-        usleep(200);
-    }
-}
-
 /* Names of smoe_prefetch's and smoe_claim's statuses, and of errors. */
 static const char *pf_name(int r)
 {
@@ -87,18 +70,6 @@ static const char *pf_name(int r)
 static const char *cl_name(int r)
 {
     return r == SMOE_READY ? "SMOE_READY" : r == SMOE_HIT ? "SMOE_HIT" : smoe_err_name(r);
-}
-
-static smoe_stream *open_with(const tu_fx *f, smoe_open_opts *o)
-{
-    o->flags |= SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
-    if (!o->eviction)
-        o->eviction = SMOE_EVICT_LRU;
-    smoe_stream *s = NULL;
-    int r = smoe_open(f->path, o, &s);
-    if (r != 0)
-        fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
-    return s;
 }
 
 /* Bytes of the blob that differ from what the vault wrote for it. */
@@ -119,7 +90,7 @@ static size_t wrong_bytes(const tu_fx *f, const smoe_blob *b)
 static int claim_ok(smoe_stream *s, const tu_fx *f, uint32_t l, uint32_t e)
 {
     smoe_blob b;
-    int r = smoe_claim_wait(s, l, e, bound_ns(), &b);
+    int r = smoe_claim_wait(s, l, e, tu_bound_ns(), &b);
     if (r < 0)
         fail_msg("claim_wait (%u, %u): %s: %s", l, e, smoe_err_name(r), smoe_last_error());
     assert_int_equal(wrong_bytes(f, &b), 0);
@@ -196,7 +167,7 @@ static void rearm_stale_chunk_token(int verify)
     o.chunk_bytes = 65536;      /* clamped to the 32 KiB slot: one chunk */
     o.spec_chunk_bytes = 16384; /* two chunks */
     o.spec_share_pct = 100;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     memset(&h1, 0, sizeof h1);
     atomic_store(&s->hook, item01_hook);
 
@@ -204,20 +175,20 @@ static void rearm_stale_chunk_token(int verify)
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
     atomic_store(&h1.arm_cas, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
-    wait_flag(&h1.cas_paused, "a worker about to take chunk 1");
+    tu_wait_flag(&h1.cas_paused, "a worker about to take chunk 1");
     /* 2. the upgrade: its tokens let the other worker take chunk 1 */
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_INFLIGHT);
     smoe_blob b;
-    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    int r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
     if (r != SMOE_EIO)
         fail_msg("the first read should have failed: %s", cl_name(r));
     /* 3. the retry, paused before its read */
     atomic_store(&h1.arm_read, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
-    wait_flag(&h1.read_paused, "the retry's read");
+    tu_wait_flag(&h1.read_paused, "the retry's read");
     /* 4. the stalled worker resumes */
     atomic_store(&h1.cas_release, 1);
-    wait_flag(&h1.cas_done, "the stalled worker's token");
+    tu_wait_flag(&h1.cas_done, "the stalled worker's token");
     const uint32_t v = slot_of(s, 0);
     r = smoe_claim(s, 0, 0, &b);
     size_t bad = r >= 0 ? wrong_bytes(f, &b) : 0;
@@ -302,7 +273,7 @@ static void item02_spec_prefetch_never_waits(void **state)
     o.spec_share_pct = 100;
     o.chunk_bytes = 65536;
     o.spec_chunk_bytes = 16384; /* 4 tokens per speculative load */
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     memset(&valve, 0, sizeof valve);
     valve.fio = &fio;
     pthread_t vt;
@@ -353,7 +324,7 @@ static void item02_spec_prefetch_never_waits(void **state)
     claim_ok(s, f, 0, 7);
     uint64_t t0 = tu_now_ns();
     while ((r = smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE)) == SMOE_SKIPPED &&
-           tu_now_ns() - t0 < bound_ns())
+           tu_now_ns() - t0 < tu_bound_ns())
         usleep(1000);
     assert_int_equal(r, SMOE_QUEUED);
     claim_ok(s, f, 0, 1);
@@ -381,7 +352,7 @@ static void item02_demand_never_waits_for_queue_room(void **state)
     o.workers = 1;
     o.ring_slots = 4;
     o.spec_share_pct = 100;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     const size_t room = smoe__mpmc_capacity(&s->demand_q);
     smoe_blob b;
 
@@ -398,7 +369,7 @@ static void item02_demand_never_waits_for_queue_room(void **state)
     assert_int_equal(st1.slots_loading, st0.slots_loading);
     assert_int_equal(st1.slots_empty, st0.slots_empty);
     assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_ENOTRESIDENT);
-    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_EFULL);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b), SMOE_EFULL);
     smoe__mpmc_unreserve(&s->demand_q, room);
     claim_ok(s, f, 0, 0);
 
@@ -418,7 +389,7 @@ static void item02_demand_never_waits_for_queue_room(void **state)
     /* a retry without room: SMOE_EFULL, the failure stays */
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_QUEUED);
-    assert_int_equal(smoe_claim_wait(s, 0, 2, bound_ns(), &b), SMOE_EIO);
+    assert_int_equal(smoe_claim_wait(s, 0, 2, tu_bound_ns(), &b), SMOE_EIO);
     assert_true(smoe__mpmc_reserve(&s->demand_q, room));
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_EFULL);
     assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_EIO);
@@ -468,7 +439,7 @@ static void item03_two_demand_prefetches_two_pins(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 2);
     struct pf_thread a = {s, &bar, 0}, b = {s, &bar, 0};
@@ -484,10 +455,10 @@ static void item03_two_demand_prefetches_two_pins(void **state)
     int r1 = smoe_prefetch(s, 0, 1, 0);
     smoe_blob x;
     assert_true(r1 >= 0);
-    assert_true(smoe_claim_wait(s, 0, 1, bound_ns(), &x) >= 0);
+    assert_true(smoe_claim_wait(s, 0, 1, tu_bound_ns(), &x) >= 0);
     assert_int_equal(smoe_release(s, &x), 0);
     int r2 = smoe_prefetch(s, 0, 2, 0);
-    assert_true(smoe_claim_wait(s, 0, 2, bound_ns(), &x) >= 0);
+    assert_true(smoe_claim_wait(s, 0, 2, tu_bound_ns(), &x) >= 0);
     assert_int_equal(smoe_release(s, &x), 0);
     smoe_blob bb;
     int r = smoe_claim(s, 0, 0, &bb); /* B's claim */
@@ -519,7 +490,7 @@ static void item03_claim_wait_ask_is_balanced(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     smoe_blob b;
     claim_ok(s, f, 0, 0); /* asks, claims */
     churn(s, f, 1, 2);
@@ -546,12 +517,12 @@ static void item03_failed_read_pins_end_per_claim(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     smoe_blob b;
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
     assert_true(smoe_prefetch(s, 0, 0, 0) >= 0);
-    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_EIO);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b), SMOE_EIO);
     churn(s, f, 1, 2); /* the failed slot is still pinned: 1 and 2 share a slot */
     assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_EIO);
     claim_ok(s, f, 0, 1);
@@ -598,7 +569,7 @@ static void item04_claim_wait_timeout_every_path(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 1;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     const uint64_t timeout = 20 * MS;
     memset(&h4, 0, sizeof h4);
     h4.s = s;
@@ -782,14 +753,14 @@ static void item06_release_on_other_stream_refused(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *a = open_with(f, &o);
+    smoe_stream *a = tu_fx_open(f, &o);
     smoe_open_opts o2 = SMOE_OPEN_OPTS_INIT;
     o2.workers = 1;
     o2.ring_slots = 2;
-    smoe_stream *b = open_with(f, &o2);
+    smoe_stream *b = tu_fx_open(f, &o2);
     smoe_blob ba, bb;
-    assert_true(smoe_claim_wait(a, 0, 5, bound_ns(), &ba) >= 0);
-    assert_true(smoe_claim_wait(b, 0, 5, bound_ns(), &bb) >= 0);
+    assert_true(smoe_claim_wait(a, 0, 5, tu_bound_ns(), &ba) >= 0);
+    assert_true(smoe_claim_wait(b, 0, 5, tu_bound_ns(), &bb) >= 0);
     assert_int_equal(ba.slot, bb.slot);
     assert_int_equal(ba.gen, bb.gen);
     int r = smoe_release(b, &ba);
@@ -823,10 +794,10 @@ static void item07_release_of_copy_refused(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     smoe_blob h1b, h2b;
-    assert_true(smoe_claim_wait(s, 0, 0, bound_ns(), &h1b) >= 0);
-    assert_true(smoe_claim_wait(s, 0, 0, bound_ns(), &h2b) >= 0);
+    assert_true(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &h1b) >= 0);
+    assert_true(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &h2b) >= 0);
     smoe_blob copy = h1b;
     assert_int_equal(smoe_release(s, &h1b), 0);
     int r = smoe_release(s, &copy);
@@ -838,7 +809,7 @@ static void item07_release_of_copy_refused(void **state)
     /* churn: every idle slot is reused */
     for (int i = 0; i < 4; i++) {
         smoe_blob x;
-        int c = smoe_claim_wait(s, 0, 1 + (uint32_t)i % 3, bound_ns(), &x);
+        int c = smoe_claim_wait(s, 0, 1 + (uint32_t)i % 3, tu_bound_ns(), &x);
         if (c >= 0)
             smoe_release(s, &x);
     }

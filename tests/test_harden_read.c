@@ -35,12 +35,6 @@
 #include "testutil.h"
 #include "vault.h"
 
-/* Generous: a bound on hanging, not a speed claim. */
-static uint64_t bound_ns(void)
-{
-    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
-}
-
 static smoe_stream *open_stream(const tu_fx *f, uint32_t chunk, int verify, unsigned flags)
 {
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -94,7 +88,7 @@ static void item08_nonzero_padding_refused(void **state)
         tu_flip_byte(f->path, e.offset + where[i]);
         smoe_stream *s = open_stream(f, 0, 1, SMOE_OPEN_ALLOW_BUFFERED);
         smoe_blob b;
-        int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+        int r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
         if (r != SMOE_ECHECKSUM)
             fail_msg("padding byte %" PRIu64 " set: claim returned %s, expected "
                      "SMOE_ECHECKSUM", where[i], smoe_err_name(r));
@@ -108,14 +102,14 @@ static void item08_nonzero_padding_refused(void **state)
         assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_ECHECKSUM);
         expect_msg(want);
         for (uint32_t x = 1; x < 3; x++) {
-            assert_true(smoe_claim_wait(s, 0, x, bound_ns(), &b) >= 0);
+            assert_true(smoe_claim_wait(s, 0, x, tu_bound_ns(), &b) >= 0);
             assert_true(blob_ok(f, &b));
             assert_int_equal(smoe_release(s, &b), 0);
         }
         assert_int_equal(smoe_close(s), 0);
         /* Verification off trusts the storage: the payload is handed out. */
         s = open_stream(f, 0, 0, SMOE_OPEN_ALLOW_BUFFERED);
-        assert_true(smoe_claim_wait(s, 0, 0, bound_ns(), &b) >= 0);
+        assert_true(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b) >= 0);
         assert_true(blob_ok(f, &b));
         assert_int_equal(smoe_release(s, &b), 0);
         assert_int_equal(smoe_close(s), 0);
@@ -131,7 +125,7 @@ static void item08_nonzero_padding_refused(void **state)
 static void claim_fails_with(smoe_stream *s, int code, const char *want)
 {
     smoe_blob b;
-    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    int r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
     if (r != code)
         fail_msg("claim_wait returned %s, expected %s: %s", smoe_err_name(r),
                  smoe_err_name(code), smoe_last_error());
@@ -237,7 +231,7 @@ static void item18_unaligned_short_direct_read_continues(void **state)
         uint32_t first = atomic_load(&fio.nlog);
         fault_io_arm(&fio, FIO_SHORT_ONCE, FIO_PREAD, 1, 0, cuts[i]);
         smoe_blob b;
-        int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+        int r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
         if (r < 0)
             fail_msg("direct read cut to %" PRIu64 " bytes: %s: %s", cuts[i], smoe_err_name(r),
                      smoe_last_error());
@@ -257,7 +251,7 @@ static void item18_unaligned_short_direct_read_continues(void **state)
     const smoe__vault_entry *e = smoe__vault_entry_of(&s->vault, 0, 0);
     fault_io_arm(&fio, FIO_SHORT, FIO_PREAD, 1, 0, 100);
     smoe_blob b;
-    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    int r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
     if (r != SMOE_EIO)
         fail_msg("direct reads cut to 100 bytes: %s, expected SMOE_EIO: %s", smoe_err_name(r),
                  smoe_last_error());
@@ -272,7 +266,7 @@ static void item18_unaligned_short_direct_read_continues(void **state)
     s = open_stream(f, 0, 1, 0);
     e = smoe__vault_entry_of(&s->vault, 0, 0);
     tu_truncate(f->path, e->offset + 5000);
-    r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
     if (r != SMOE_ETRUNC)
         fail_msg("direct read of a blob the file ends in: %s, expected SMOE_ETRUNC: %s",
                  smoe_err_name(r), smoe_last_error());

@@ -54,11 +54,6 @@ static void log_locked(void *user, int level, const char *msg)
     pthread_mutex_unlock(&log_lock);
 }
 
-static uint64_t bound_ns(void)
-{
-    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
-}
-
 static void sleep_ms(unsigned ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -151,7 +146,7 @@ static void read_layers(smoe_stream *s, const tu_fx *f, uint32_t l0, uint32_t l1
     for (uint32_t l = l0; l < l1; l++)
         for (uint32_t e = 0; e < E; e++) {
             smoe_blob b;
-            int r = smoe_claim_wait(s, l, e, bound_ns(), &b);
+            int r = smoe_claim_wait(s, l, e, tu_bound_ns(), &b);
             if (r < 0)
                 fail_msg("claim (%u, %u): %s: %s", l, e, smoe_err_name(r), smoe_last_error());
             assert_true(blob_ok(f, &b));
@@ -311,7 +306,7 @@ static void failing_replica_changes_nothing(void **state)
     fault_io_arm(&fio, FIO_FAIL_FROM, FIO_PREAD, 1, EIO, 0);
     assert_true(smoe_prefetch(s, 0, 0, SMOE_PREFETCH_DEMAND) >= 0);
     smoe_blob blob;
-    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &blob), SMOE_EIO);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &blob), SMOE_EIO);
     fault_io_disarm(&fio);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
@@ -362,13 +357,13 @@ static void shutdown_with_reads_on_several(void **state)
     /* wait until reads are held on both copies */
     uint64_t t0 = tu_now_ns();
     while (!(atomic_load(&s->rep.r[0].inflight) && atomic_load(&s->rep.r[1].inflight))) {
-        assert_true(tu_now_ns() - t0 < bound_ns());
+        assert_true(tu_now_ns() - t0 < tu_bound_ns());
         sleep_ms(1);
     }
     assert_int_equal(smoe_shutdown(s), 0);
     atomic_store(&fio.hold, 0);
     smoe_blob b;
-    int r = smoe_claim_wait(s, 0, 0, bound_ns(), &b);
+    int r = smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b);
     assert_int_equal(r, SMOE_ESHUTDOWN);
     assert_int_equal(smoe_close(s), 0);
     assert_int_equal(atomic_load(&fio.open_fds), 0);

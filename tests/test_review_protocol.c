@@ -42,30 +42,6 @@
 #include "smoe/smoe.h"
 #include "testutil.h"
 
-/* A bound on hanging, not a speed claim (scaled under sanitizers). */
-static uint64_t bound_ns(void) { return (uint64_t)(10.0 * tu_time_mult() * 1e9); }
-
-static void wait_flag(_Atomic int *flag, const char *what)
-{
-    uint64_t t0 = tu_now_ns();
-    while (!atomic_load(flag)) {
-        if (tu_now_ns() - t0 > bound_ns())
-            fail_msg("timed out waiting for %s", what);
-        usleep(200);
-    }
-}
-
-static smoe_stream *open_with(const tu_fx *f, smoe_open_opts *o)
-{
-    o->flags |= SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
-    if (!o->eviction)
-        o->eviction = SMOE_EVICT_LRU;
-    smoe_stream *s = NULL;
-    int r = smoe_open(f->path, o, &s);
-    if (r != 0)
-        fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
-    return s;
-}
 
 /* Wait until slot v holds key in state st. */
 static void wait_state(smoe_stream *s, uint32_t v, uint32_t key, unsigned st, const char *what)
@@ -75,7 +51,7 @@ static void wait_state(smoe_stream *s, uint32_t v, uint32_t key, unsigned st, co
         uint64_t w = atomic_load(&s->ring.word[v]);
         if (smoe__w_key(w) == key && smoe__w_state(w) == st)
             return;
-        if (tu_now_ns() - t0 > bound_ns())
+        if (tu_now_ns() - t0 > tu_bound_ns())
             fail_msg("%s never happened", what);
         usleep(200);
     }
@@ -141,17 +117,17 @@ static void f1_claim_reports_only_its_experts_error(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 1;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     smoe_blob b;
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
-    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_EIO);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b), SMOE_EIO);
 
     pause_at(s, SMOE__HOOK_CLAIM_FAILED);
     struct claimer c = {s, 0, 0, ""};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, claimer_main, &c), 0);
-    wait_flag(&pause1.paused, "the claimer at FAILED");
+    tu_wait_flag(&pause1.paused, "the claimer at FAILED");
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, ENXIO, 0);
     assert_int_equal(smoe_prefetch(s, 0, 1, 0), SMOE_QUEUED); /* takes K1's FAILED slot */
     wait_state(s, 0, 1, SMOE__SLOT_FAILED, "K2's failure");
@@ -175,7 +151,7 @@ static void f1_claim_reports_only_its_experts_error(void **state)
 static void claim_release(smoe_stream *s, uint32_t e)
 {
     smoe_blob x;
-    int r = smoe_claim_wait(s, 0, e, bound_ns(), &x);
+    int r = smoe_claim_wait(s, 0, e, tu_bound_ns(), &x);
     if (r < 0)
         fail_msg("claim_wait %u: %s", e, smoe_err_name(r));
     assert_int_equal(smoe_release(s, &x), 0);
@@ -200,7 +176,7 @@ static int f2_round(int b_prefetches)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED); /* A */
     wait_state(s, smoe__map_slot(atomic_load(&s->map[0])), 0, SMOE__SLOT_READY, "K's read");
     if (b_prefetches)
@@ -263,7 +239,7 @@ static void f3_failed_push_not_dropped(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 2;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
     tu_wait_holding(&fio.holding);
@@ -287,7 +263,7 @@ static void f3_failed_push_not_dropped(void **state)
                   (unsigned)smoe__w_state(w));
     if (r >= 0)
         assert_int_equal(smoe_release(s, &b), 0);
-    assert_int_equal(smoe_claim_wait(s, 0, 0, bound_ns(), &b), SMOE_READY);
+    assert_int_equal(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b), SMOE_READY);
     assert_int_equal(smoe_release(s, &b), 0);
     const uint64_t counted = atomic_load(&s->c_push_full);
     assert_int_equal(smoe_close(s), 0);
@@ -317,7 +293,7 @@ static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
     o.workers = 1;
     o.ring_slots = 3;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     atomic_store(&fio.hold, 1);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
     tu_wait_holding(&fio.holding);
@@ -330,7 +306,7 @@ static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
     struct pf holder = {s, 1, 0, 0}, joiner = {s, 1, 0, 0};
     pthread_t th, tj;
     assert_int_equal(pthread_create(&th, NULL, prefetch_main, &holder), 0);
-    wait_flag(&pause1.paused, "the holder picking a slot");
+    tu_wait_flag(&pause1.paused, "the holder picking a slot");
     assert_int_equal(pthread_create(&tj, NULL, prefetch_main, &joiner), 0);
     usleep(20000);
     int joiner_early = atomic_load(&joiner.done);
@@ -349,7 +325,7 @@ static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
     smoe_blob b;
     for (uint32_t e = 0; e < 3; e++) /* K0: 2 demand prefetches; K1: 2; K2: 1 */
         for (int i = 0; i < (e < 2 ? 2 : 1); i++) {
-            assert_int_equal(smoe_claim_wait(s, 0, e, bound_ns(), &b) >= 0, 1);
+            assert_int_equal(smoe_claim_wait(s, 0, e, tu_bound_ns(), &b) >= 0, 1);
             assert_int_equal(smoe_release(s, &b), 0);
         }
     assert_int_equal(smoe_close(s), 0);
@@ -379,7 +355,7 @@ static void f5_error_and_fault_of_one_failure(void **state)
     o.workers = 1;
     o.ring_slots = 1;
     o.verify = SMOE_VERIFY_ON;
-    smoe_stream *s = open_with(f, &o);
+    smoe_stream *s = tu_fx_open(f, &o);
     const uint64_t at = s->vault.index[0].offset + 100; /* read buffered: seen at once */
     tu_flip_byte(f->path, at);
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
@@ -388,7 +364,7 @@ static void f5_error_and_fault_of_one_failure(void **state)
     struct claimer c = {s, 0, 0, ""};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, claimer_main, &c), 0);
-    wait_flag(&pause1.paused, "the claimer after reading the error");
+    tu_wait_flag(&pause1.paused, "the claimer after reading the error");
     const uint64_t w0 = atomic_load(&s->ring.word[0]);
     smoe_blob b;
     assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_ECHECKSUM); /* pins 0 */
@@ -397,7 +373,7 @@ static void f5_error_and_fault_of_one_failure(void **state)
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED); /* retry, pins 1 */
     uint64_t t0 = tu_now_ns();
     while (atomic_load(&s->ring.word[0]) != w0) {
-        if (tu_now_ns() - t0 > bound_ns())
+        if (tu_now_ns() - t0 > tu_bound_ns())
             fail_msg("the retry never failed back to the same word");
         usleep(200);
     }

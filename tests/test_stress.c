@@ -66,11 +66,6 @@ static double g_seconds = 3.0;
 static const char *g_vault; /* SMOE_STRESS_VAULT */
 static uint32_t g_chunk = 16384;
 
-static uint64_t bound_ns(void)
-{
-    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
-}
-
 static uint64_t next_rand(uint64_t *x)
 {
     *x ^= *x >> 12;
@@ -202,7 +197,7 @@ static void *stress_thread(void *p)
                 wait = 1;
             }
             smoe_blob *b = &held[nheld];
-            int x = wait ? smoe_claim_wait(s, l, e, bound_ns(), b) : smoe_claim(s, l, e, b);
+            int x = wait ? smoe_claim_wait(s, l, e, tu_bound_ns(), b) : smoe_claim(s, l, e, b);
             if (x >= 0 && !b->held) {
                 unexpected(sh, "claim (success without a reference)", x);
             } else if (x >= 0) {
@@ -241,7 +236,7 @@ static void *stress_thread(void *p)
     /* Honour the demand prefetches still owed (a failed read's error
      * honours one too). */
     for (int i = 0; i < nowed; i++) {
-        int x = smoe_claim_wait(s, owed[i] / sh->experts, owed[i] % sh->experts, bound_ns(),
+        int x = smoe_claim_wait(s, owed[i] / sh->experts, owed[i] % sh->experts, tu_bound_ns(),
                                 &held[0]);
         if (x >= 0) {
             atomic_fetch_add(&sh->claims, 1);
@@ -358,7 +353,7 @@ static void run_stress(const char *path, double seconds, unsigned fail_permille,
     uint64_t q0 = tu_now_ns();
     for (;;) {
         assert_int_equal(smoe_get_stats(s, &st), 0);
-        if (st.slots_loading == 0 || tu_now_ns() - q0 > bound_ns())
+        if (st.slots_loading == 0 || tu_now_ns() - q0 > tu_bound_ns())
             break;
         usleep(2000);
     }
@@ -518,10 +513,10 @@ static void shutdown_trials(void **state)
         assert_int_equal(pthread_create(&sd, NULL, shutdown_thread, ws.s), 0);
         uint64_t t0 = tu_now_ns();
         while (atomic_load(&ws.done) < nwait) {
-            if (tu_now_ns() - t0 > bound_ns())
+            if (tu_now_ns() - t0 > tu_bound_ns())
                 fail_msg("trial %d: %d of %d waiters still waiting %.1f s after shutdown "
                          "(%u workers, %u slots, reads %s)", trial,
-                         nwait - atomic_load(&ws.done), nwait, (double)bound_ns() / 1e9,
+                         nwait - atomic_load(&ws.done), nwait, (double)tu_bound_ns() / 1e9,
                          workers, slots, hold ? "held" : "slow");
             usleep(200);
         }
@@ -538,7 +533,7 @@ static void shutdown_trials(void **state)
         atomic_store(&fio.hold, 0);
         t0 = tu_now_ns();
         assert_int_equal(smoe_close(ws.s), 0);
-        if (tu_now_ns() - t0 > bound_ns())
+        if (tu_now_ns() - t0 > tu_bound_ns())
             fail_msg("trial %d: close took %.1f s", trial, (double)(tu_now_ns() - t0) / 1e9);
         tu_baseline_check(base, "after close");
         assert_int_equal(atomic_load(&fio.open_fds), 0);
@@ -604,9 +599,9 @@ static void oversubscribed(void **state)
      * expert is refused at once with SMOE_EFULL. */
     smoe_blob held[4], b;
     for (uint32_t e = 0; e < 4; e++)
-        assert_int_equal(smoe_claim_wait(os.s, 0, e, bound_ns(), &held[e]), SMOE_READY);
-    assert_int_equal(smoe_claim_wait(os.s, 0, 5, bound_ns(), &b), SMOE_EFULL);
-    assert_int_equal(smoe_claim_wait(os.s, 0, 2, bound_ns(), &b), SMOE_HIT);
+        assert_int_equal(smoe_claim_wait(os.s, 0, e, tu_bound_ns(), &held[e]), SMOE_READY);
+    assert_int_equal(smoe_claim_wait(os.s, 0, 5, tu_bound_ns(), &b), SMOE_EFULL);
+    assert_int_equal(smoe_claim_wait(os.s, 0, 2, tu_bound_ns(), &b), SMOE_HIT);
     assert_int_equal(smoe_release(os.s, &b), 0);
     for (uint32_t e = 0; e < 4; e++)
         assert_int_equal(smoe_release(os.s, &held[e]), 0);
@@ -619,7 +614,7 @@ static void oversubscribed(void **state)
     atomic_store(&os.stop, 1);
     uint64_t t0 = tu_now_ns();
     while (atomic_load(&os.done) < 16) {
-        if (tu_now_ns() - t0 > bound_ns())
+        if (tu_now_ns() - t0 > tu_bound_ns())
             fail_msg("%d of 16 claimers still running after stop: deadlock",
                      16 - atomic_load(&os.done));
         usleep(500);

@@ -184,6 +184,21 @@ double tu_time_mult(void)
     return m >= 1.0 ? m : 1.0;
 }
 
+uint64_t tu_bound_ns(void)
+{
+    return (uint64_t)(10.0 * tu_time_mult() * 1e9);
+}
+
+void tu_wait_flag(const _Atomic int *flag, const char *what)
+{
+    uint64_t t0 = tu_now_ns();
+    while (!atomic_load(flag)) {
+        if (tu_now_ns() - t0 > tu_bound_ns())
+            fail_msg("timed out waiting for %s", what);
+        usleep(200);
+    }
+}
+
 uint64_t tu_now_ns(void)
 {
     struct timespec ts;
@@ -535,6 +550,18 @@ void tu_wait_holding(const _Atomic int *holding)
     for (int i = 0; i < 20000 && !atomic_load(holding); i++)
         usleep(500);
     assert_true(atomic_load(holding));
+}
+
+smoe_stream *tu_fx_open(const tu_fx *f, smoe_open_opts *o)
+{
+    o->flags |= SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_ALLOW_BUFFERED;
+    if (!o->eviction)
+        o->eviction = SMOE_EVICT_LRU;
+    smoe_stream *s = NULL;
+    int r = smoe_open(f->path, o, &s);
+    if (r != 0)
+        fail_msg("smoe_open: %s: %s", smoe_err_name(r), smoe_last_error());
+    return s;
 }
 
 tu_fx *tu_fx_new(uint32_t layers, uint32_t experts, uint64_t min_bytes, uint64_t max_bytes,

@@ -49,6 +49,10 @@ int tu_is_mapped(const void *addr);
 /* The factor liveness bounds are scaled by: $SMOE_TEST_TIME_MULT (set by
  * ctest, larger under sanitizers), default 1. */
 double tu_time_mult(void);
+/* A bound on hanging, not a speed claim: 10 s times tu_time_mult(). */
+uint64_t tu_bound_ns(void);
+/* Wait until *flag is set; fail the test after tu_bound_ns(). */
+void tu_wait_flag(const _Atomic int *flag, const char *what);
 /* Monotonic clock in nanoseconds. */
 uint64_t tu_now_ns(void);
 /* Pages of path in the page cache (mincore on a mapping of it). */
@@ -125,6 +129,10 @@ typedef struct tu_fx {
 } tu_fx;
 tu_fx *tu_fx_new(uint32_t layers, uint32_t experts, uint64_t min_bytes, uint64_t max_bytes,
                  uint64_t seed);
+/* A stream on the fixture with opts o (no pre-warm, no histogram,
+ * buffered reads allowed; LRU unless o->eviction says otherwise). Fails
+ * the test if it cannot be opened. */
+smoe_stream *tu_fx_open(const tu_fx *f, smoe_open_opts *o);
 /* Remove the vault's directory and free f. */
 void tu_fx_free(tu_fx *f);
 
