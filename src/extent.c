@@ -63,7 +63,8 @@ static int plan_entry(const char *path, const smoe__vault_xt *xt, uint32_t n, ui
                               "overflows", path, (unsigned long long)x->offset);
         uint64_t lo = x->offset / A * A, hi = (end + A - 1) / A * A;
         uint64_t cur_end = cur ? cur->file_off + cur->len : 0;
-        if (cur && cur->source == x->source && (lo <= cur_end || lo - cur_end <= SMOE__EXTENT_GAP)) {
+        if (cur && cur->source == x->source &&
+            (lo <= cur_end || lo - cur_end <= SMOE__EXTENT_GAP)) {
             if (hi > cur_end)
                 cur->len = hi - cur->file_off;
         } else {

@@ -32,9 +32,9 @@
 
 /*
  * Plan every entry's segments at read alignment align (a power of two from
- * 512 to 16384; smoe_open's is 4096 or more): v->segs, v->xent[].first_seg and n_seg, v->comp_at, each
- * entry's size (its slot image) and padded, v->max_padded and
- * total_padded. Replaces an earlier plan. A packed vault: nothing to do.
+ * 512 to 16384; smoe_open's is 4096 or more): v->segs, v->xent[].first_seg
+ * and n_seg, v->comp_at, each entry's size (its slot image) and padded,
+ * v->max_padded and total_padded. Replaces an earlier plan. A packed vault: nothing to do.
  * @return 0; SMOE_ENOMEM; SMOE_EOVERFLOW (an image past 2^64).
  */
 int smoe__extent_plan(smoe__vault *v, uint32_t align);

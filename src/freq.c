@@ -121,7 +121,8 @@ int smoe__freq_decode(const unsigned char *buf, uint64_t len, const smoe__freq_i
         return SMOE_FREQ_CORRUPT;
     }
     if (layers != id->layers || experts != id->experts ||
-        smoe__le64(buf + F_VAULT_ID) != id->vault_id || smoe__le64(buf + F_VAULT_SIZE) != id->vault_size) {
+        smoe__le64(buf + F_VAULT_ID) != id->vault_id ||
+        smoe__le64(buf + F_VAULT_SIZE) != id->vault_size) {
         *why = "made for another vault (or for this one before it was repacked)";
         return SMOE_FREQ_FOREIGN;
     }

@@ -25,7 +25,8 @@ static int map_slots(smoe__ring *r, int lock, int shareable)
                           "(memfd_create, shm_open), which this system's build of "
                           "libsmoe_stream does not offer");
     if (e < 0)
-        return smoe__fail(shareable && e != -ENOMEM ? SMOE_ESYS : SMOE_ENOMEM, "ring: cannot map %llu bytes (%u slots x %llu): %s",
+        return smoe__fail(shareable && e != -ENOMEM ? SMOE_ESYS : SMOE_ENOMEM,
+                          "ring: cannot map %llu bytes (%u slots x %llu): %s",
                           (unsigned long long)r->len, nslots, (unsigned long long)stride,
                           strerror(-e));
     r->base = r->mem.base;

@@ -446,7 +446,8 @@ void smoe__slot_park(struct smoe_stream *s, uint32_t v, uint64_t w, uint64_t ns)
             smoe__park_wake(smoe__low32(word), INT32_MAX);
         return;
     }
-    smoe__park_wait(smoe__low32(word), (uint32_t)w, ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
+    smoe__park_wait(smoe__low32(word), (uint32_t)w,
+                    ns < SMOE__PARK_MAX_NS ? ns : SMOE__PARK_MAX_NS);
 }
 
 /* ---- waiters, shutdown, polls ------------------------------------------- */

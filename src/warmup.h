@@ -36,7 +36,6 @@ enum { SMOE__WU_IDLE = 0, SMOE__WU_STARTING = 1, SMOE__WU_RUNNING = 2, SMOE__WU_
 
 typedef struct smoe__warmup {
     uint32_t *order;             /* the chosen keys in read order (freq.n room) */
-    uint64_t *rank;              /* scratch for the choice: count << 32 | ~key */
     smoe__warmup_share *share;   /* nworkers */
     _Atomic uint32_t nshares;    /* shares of this warm-up */
     alignas(64) _Atomic uint32_t state;

@@ -4,19 +4,20 @@
  * Each worker owns one descriptor of a packed vault (direct I/O is
  * serialised per descriptor on some systems; one each gives the drive its
  * full queue depth); an index vault's are per source file, opened in
- * smoe_open (source.c), and a chunk's read goes through extent.c. A blob
- * is read in chunks: arming a load queues one token per chunk, so a
- * demand blob spreads over every idle worker at once. Loop: pop a token from the demand queue, and only when it is empty from the
- * hinted speculative ones, highest probability band first (hint.h), then
- * the plain speculative one, so demand waits at most one chunk of lower-priority
- * work per worker; mark the slot STARTED (which also drops tokens of a
- * cancelled or stale load); take the next chunk of the load (each chunk of
- * an arming is handed out exactly once, in the size it was armed with,
- * whatever the number and age of the tokens); read it; count it down. The
- * worker that lands the last chunk verifies the blob if asked and
- * publishes READY or FAILED. Every one of those moves is slot.c's. A worker pops a token and then returns one unit of its queue's
- * room (prefetch.c reserves room before it queues, so a push never finds
- * a queue full and nobody waits for room).
+ * smoe_open (source.c), and a chunk's read goes through extent.c. A blob is
+ * read in chunks: arming a load queues one token per chunk, so a demand
+ * blob spreads over every idle worker at once. Loop: pop a token from the
+ * demand queue, and only when it is empty from the hinted speculative ones,
+ * highest probability band first (hint.h), then the plain speculative one,
+ * so demand waits at most one chunk of lower-priority work per worker; mark
+ * the slot STARTED (which also drops tokens of a cancelled or stale load);
+ * take the next chunk of the load (each chunk of an arming is handed out
+ * exactly once, in the size it was armed with, whatever the number and age
+ * of the tokens); read it; count it down. The worker that lands the last
+ * chunk verifies the blob if asked and publishes READY or FAILED. Every one
+ * of those moves is slot.c's. A worker pops a token and then returns one
+ * unit of its queue's room (prefetch.c reserves room before it queues, so a
+ * push never finds a queue full and nobody waits for room).
  *
  * Parking: an idle worker registers in `idle`, reads work_seq, checks the
  * queues once more and futex-waits on work_seq. A producer pushes, bumps
