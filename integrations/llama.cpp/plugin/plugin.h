@@ -25,6 +25,7 @@
 /* An expert tensor placed in an SMOE buffer. */
 typedef struct sp_weight {
     const struct ggml_tensor *t;
+    ggml_backend_buffer_t buf; /* the buffer it lies in (freed: the entry goes) */
     uint32_t layer;
     int kind;          /* SL_* */
     uint32_t n_expert; /* its outermost dimension */
@@ -87,6 +88,14 @@ int sp_open(void);
 int sp_check(sp_weight *w, const void *data, size_t off, size_t size);
 void sp_write_stats(void);
 void sp_close(void);
+
+/* plugin_idle.c: serve mode. The stream is busy from a graph part until
+ * no graph part has run for SP_IDLE_MS: the pre-warm refills the ring
+ * between requests, not between the graph parts of one token. */
+#define SP_IDLE_MS 100
+void sp_busy_begin(void);
+void sp_busy_end(void);
+void sp_idle_stop(void);
 
 /* plugin_compute.c */
 struct sp_backend;

@@ -57,6 +57,14 @@ static sp_weight *weight_mut(const struct ggml_tensor *t)
 static void buf_free(ggml_backend_buffer_t b)
 {
     sp_buffer *sb = b->context;
+    /* A model is freed: forget its expert tensors (another may follow). */
+    pthread_mutex_lock(&sp_g.lock);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < sp_g.n_w; i++)
+        if (sp_g.w[i].buf != b)
+            sp_g.w[n++] = sp_g.w[i];
+    sp_g.n_w = n;
+    pthread_mutex_unlock(&sp_g.lock);
     munmap(sb->base, sb->len);
     free(sb);
 }
@@ -90,6 +98,7 @@ static enum ggml_status add_weight(ggml_backend_buffer_t b, struct ggml_tensor *
     sp_weight *w = &sp_g.w[sp_g.n_w++];
     memset(w, 0, sizeof *w);
     w->t = t;
+    w->buf = b;
     w->layer = layer;
     w->kind = kind;
     /* The expert dimension is the outermost: ne[2] of a weight, ne[1] of a bias. */

@@ -47,8 +47,18 @@ static const struct ggml_tensor *expert_src(const struct ggml_tensor *op)
     return NULL;
 }
 
+static bool is_view_op(enum ggml_op op)
+{
+    return op == GGML_OP_NONE || op == GGML_OP_VIEW || op == GGML_OP_RESHAPE ||
+           op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
+}
+
 bool sp_supports_op(const struct ggml_tensor *op)
 {
+    if (is_view_op(op->op)) { /* the expert tensors themselves, and views of them */
+        const struct ggml_tensor *t = op->view_src ? op->view_src : op;
+        return t->buffer && t->buffer->buft == sp_buft();
+    }
     const struct ggml_tensor *w = expert_src(op);
     return w && sp_weight_of(w) && op->src[2] && op->src[2]->type == GGML_TYPE_I32 &&
            op->src[2]->ne[2] == 1 && op->src[2]->ne[3] == 1;
@@ -277,9 +287,7 @@ enum ggml_status sp_graph_compute(ggml_backend_t cpu, struct ggml_cgraph *g)
     enum ggml_status st = GGML_STATUS_SUCCESS;
     for (int i = 0; i < ggml_graph_n_nodes(g) && st == GGML_STATUS_SUCCESS; i++) {
         struct ggml_tensor *n = ggml_graph_node(g, i);
-        if (ggml_is_empty(n) || n->op == GGML_OP_NONE || n->op == GGML_OP_VIEW ||
-            n->op == GGML_OP_RESHAPE || n->op == GGML_OP_PERMUTE ||
-            n->op == GGML_OP_TRANSPOSE)
+        if (ggml_is_empty(n) || is_view_op(n->op))
             continue;
         if (!sp_supports_op(n)) {
             sp_log_error("node %s (%s) is not one this backend computes", n->name,

@@ -119,11 +119,9 @@ static enum ggml_status be_graph_compute(ggml_backend_t b, struct ggml_cgraph *g
 {
     sp_backend *sb = b->context;
     pthread_mutex_lock(&sp_g.lock);
-    if (sp_g.s)
-        smoe_set_busy(sp_g.s, 1);
+    sp_busy_begin();
     enum ggml_status st = sp_graph_compute(sb->cpu, g);
-    if (sp_g.s)
-        smoe_set_busy(sp_g.s, 0);
+    sp_busy_end();
     pthread_mutex_unlock(&sp_g.lock);
     return st;
 }

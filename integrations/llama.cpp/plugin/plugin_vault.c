@@ -64,14 +64,6 @@ static int read_tables(void)
                 smoe_layout_find(sp_g.s, lo, sl_kind_component[k], &c) == 0 ? c.offset
                                                                               : UINT64_MAX;
         }
-    for (uint32_t i = 0; i < sp_g.n_w; i++) {
-        const sp_weight *w = &sp_g.w[i];
-        if (w->layer >= vi.layers || w->n_expert != vi.experts)
-            return fail("SMOE_VAULT=%s does not belong to this model: tensor %s is in layer "
-                        "%" PRIu32 " with %" PRIu32 " experts, the vault has %" PRIu32
-                        " layers of %" PRIu32 " experts", sp_g.conf.vault, w->t->name,
-                        w->layer, w->n_expert, vi.layers, vi.experts);
-    }
     snprintf(sp_g.desc, sizeof sp_g.desc, "smoe_stream: vault %s, ring %" PRIu32 " slots of "
              "%" PRIu64 " KiB (%" PRIu64 " MiB)", sp_g.conf.vault, sp_g.rr.slots,
              sp_g.rr.slot_stride >> 10, sp_g.rr.length >> 20);
@@ -131,6 +123,11 @@ static int check_expert(sp_weight *w, const uint8_t *data, size_t off, uint32_t 
 
 int sp_check(sp_weight *w, const void *data, size_t off, size_t size)
 {
+    if (w->layer >= sp_g.n_layers || w->n_expert != sp_g.n_expert)
+        return fail("SMOE_VAULT=%s does not belong to this model: tensor %s is in layer "
+                    "%" PRIu32 " with %" PRIu32 " experts, the vault has %" PRIu32
+                    " layers of %" PRIu32 " experts", sp_g.conf.vault, w->t->name,
+                    w->layer, w->n_expert, sp_g.n_layers, sp_g.n_expert);
     uint32_t last = w->n_expert - 1, ex[2] = {0, last};
     for (int i = 0; i < (last ? 2 : 1); i++) {
         uint64_t a = (uint64_t)ex[i] * w->slice;
@@ -170,6 +167,7 @@ void sp_write_stats(void)
 
 void sp_close(void)
 {
+    sp_idle_stop();
     if (!sp_g.s)
         return;
     sp_release_all();
