@@ -14,8 +14,9 @@
 #      up (root, FUSE, loop devices); skipped with a message otherwise
 #   6. the llama.cpp integration: fetch the tested llama.cpp
 #      (integrations/llama.cpp/fetch-llama.sh, kept in the cache directory),
-#      build it and smoe-llama (ccache, also in the cache directory), run
-#      the tests against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
+#      build it (shared libraries and its programs) with smoe-llama and
+#      libggml-smoe (ccache, also in the cache directory), run the tests
+#      against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
 #
 # SMOE_CI_STAGES restricts the stages (e.g. "1 2"); SMOE_FUZZ_SECONDS and
 # SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations;
@@ -136,7 +137,10 @@ if want 6; then
     export CCACHE_BASEDIR="$PWD/build-llama"
     cmake -S . -B build-llama -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
         -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON -DSMOE_LLAMA_CPP_DIR="$llama_dir"
-    cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize
+    # llama.cpp as shared libraries with the stock programs the plugin
+    # tests compare against (docs/llama.cpp.md, "llama.cpp's own programs").
+    cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize \
+        ggml-smoe llama-completion llama-perplexity llama-server ggml-rpc-server
     (cd build-llama && ctest --output-on-failure -L llama)
 fi
 stamp "done"

@@ -26,7 +26,7 @@ serve() { # OUT ENV... : plugin_server.py with llama-server under env ENV
     o=$1
     shift
     env "$@" "$SMOE_LLAMA_PY" "$here/plugin_server.py" $o "$LLAMA_SERVER" -m model.gguf \
-        -t 2 -c 512 -np 2 --no-warmup --temp 0 $extra || { tail -n 20 $o.log; fail "$o"; }
+        -t 2 -c 512 -np 2 --no-warmup -nr --temp 0 $extra || { tail -n 20 $o.log; fail "$o"; }
 }
 same() { # A B: the same token ids, and some
     "$SMOE_LLAMA_PY" -c "
@@ -56,7 +56,7 @@ for e in 1 2 3 4 5 6; do
 done
 env GGML_BACKEND_PATH="$GGML_SMOE" SMOE_VAULT=bad.smoe SMOE_VERIFY=on SMOE_RING_SLOTS=$topk \
     "$SMOE_LLAMA_PY" "$here/plugin_server.py" --expect-error bad.json "$LLAMA_SERVER" \
-    -m model.gguf -t 2 -c 512 -np 2 --no-warmup -ot exps=SMOE || { tail bad.json.log; fail "bad vault run"; }
+    -m model.gguf -t 2 -c 512 -np 2 --no-warmup -nr -ot exps=SMOE || { tail bad.json.log; fail "bad vault run"; }
 "$SMOE_LLAMA_PY" -c "
 import json, sys
 r = json.load(open('bad.json'))

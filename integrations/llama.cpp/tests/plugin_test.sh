@@ -4,6 +4,8 @@
 # on a tiny MoE GGUF of ARCH with a byte-level vocabulary (mkmoe.py
 # --byte-vocab), packed with `smoe pack`:
 #  - llama-completion's greedy text (special tokens printed) is identical
+#    (both with --no-repack: the CPU backend's repacked kernels apply only
+#    to its own buffer type, and they round differently)
 #    with the ring at 100% of the vault, at 25%, and at top-k slots; the
 #    expert tensors' memory is PROT_NONE, so a node other than the
 #    plugin's reading it would crash these runs;
@@ -38,10 +40,21 @@ quarter=$(( (entries + 3) / 4 ))
 
 prompt="The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs."
 # $pre: the environment of the next run (env VAR=VALUE ...), word-split.
+# llama.cpp's log thread may lose its last lines at exit (common/log.cpp,
+# common_log_main), the generated text among them: a run whose stderr
+# lacks the last line (common_perf_print's "graphs reused") is run again.
 pre=
 complete() {
-    $pre "$LLAMA_COMPLETION" -m model.gguf -p "$prompt" -n 48 --temp 0 --seed 7 -t 2 -c 256 \
-        --ignore-eos -sp -no-cnv --no-warmup "$@" < /dev/null
+    for try in 1 2 3; do
+        rc=0
+        $pre "$LLAMA_COMPLETION" -m model.gguf -p "$prompt" -n 48 --temp 0 --seed 7 -t 2 \
+            -c 256 --ignore-eos -sp -no-cnv --no-warmup -nr "$@" < /dev/null > run.out \
+            2> run.err || rc=$?
+        if [ $rc -ne 0 ] || grep -q "graphs reused" run.err; then break; fi
+    done
+    cat run.out
+    cat run.err >&2
+    return $rc
 }
 plug="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model.smoe"
 
@@ -59,7 +72,6 @@ for slots in "$entries" "$quarter" "$topk"; do
     complete -ot exps=SMOE > $o.out 2> $o.err ||
         { cat $o.err; fail "llama-completion with the plugin, $slots slots"; }
     grep -q "ring $slots slots" $o.err || { cat $o.err; fail "ring is not $slots slots"; }
-    grep -q "SMOE model buffer" $o.err || { cat $o.err; fail "no SMOE model buffer"; }
     cmp -s ref.out $o.out || { diff ref.out $o.out | head; fail "llama-completion's tokens differ at $slots slots"; }
     "$SMOE_LLAMA_PY" - $o.json $slots <<'EOF' || fail "SMOE_STATS at $slots slots"
 import json, sys
@@ -82,8 +94,11 @@ r = random.Random(3)
 w = 'the of and to in is it that was for on are with as his they be at one have this from'.split()
 print(' '.join(r.choice(w) for _ in range(400)))" > text.txt
 ppl() {
-    $pre "$LLAMA_PERPLEXITY" -m model.gguf -f text.txt -c 128 -b 128 -t 2 --chunks 3 "$@" 2>&1 |
-        grep -E '^\[[0-9]|Final estimate' > "$out" || true
+    for try in 1 2 3; do
+        $pre "$LLAMA_PERPLEXITY" -m model.gguf -f text.txt -c 128 -b 128 -t 2 --chunks 3 -nr \
+            "$@" 2>&1 | grep -oE '^\[[0-9].*|Final estimate.*' > "$out" || true
+        grep -q "Final estimate" "$out" && return 0
+    done
 }
 pre= out=ppl.ref
 ppl
@@ -104,7 +119,7 @@ pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=other.smoe"
 if complete -ot exps=SMOE > other.out 2> other.err; then
     fail "a vault of another model was accepted"
 fi
-grep -q "does not belong to this model: expert 0 of tensor blk.0.ffn_.*_exps" other.err ||
+grep -q "does not belong to this model: expert 0 of tensor blk.[0-9]*.ffn_.*_exps" other.err ||
     { tail other.err; fail "no message naming the tensor for another model's vault"; }
 grep -qi "segmentation\|core dumped\|GGML_ASSERT" other.err && fail "another model's vault crashed"
 
