@@ -154,6 +154,25 @@ static int claim_one(uint32_t layer, uint32_t e)
     return 0;
 }
 
+/* After a failed claim: take back the demand prefetches of the group's
+ * experts not claimed yet (marked 8), so that none keeps a slot pinned for
+ * a claim that will never come. */
+static void drain(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_t layer)
+{
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t j = 0; j < ids->ne[0]; j++) {
+            uint32_t e = (uint32_t)id_at(ids, j, t);
+            if (!(sp_g.mark[e] & 8) || (sp_g.mark[e] & 1))
+                continue;
+            sp_g.mark[e] &= (uint8_t)~8;
+            if (smoe_cancel(sp_g.s, layer, e) == 0)
+                continue;
+            smoe_blob b;
+            if (smoe_claim_wait(sp_g.s, layer, e, CLAIM_TIMEOUT_NS, &b) >= 0)
+                smoe_release(sp_g.s, &b);
+        }
+}
+
 /* Claim the group's experts (marked 2) of tokens [t0, t1): prefetch all
  * first so that their reads run at once, then claim each. */
 static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_t layer)
@@ -166,18 +185,14 @@ static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, ui
                 uint32_t e = (uint32_t)id_at(ids, j, t);
                 if (sp_g.mark[e] & 1)
                     continue;
-                if (pass == 0) {
-                    if (!(sp_g.mark[e] & 8)) {
-                        sp_g.mark[e] |= 8;
-                        smoe_prefetch(sp_g.s, layer, e, SMOE_PREFETCH_DEMAND);
-                    }
-                } else {
+                if (pass == 1)
                     r = claim_one(layer, e);
-                }
+                else if (!(sp_g.mark[e] & 8) &&
+                         smoe_prefetch(sp_g.s, layer, e, SMOE_PREFETCH_DEMAND) >= 0)
+                    sp_g.mark[e] |= 8;
             }
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t j = 0; j < ids->ne[0]; j++)
-            sp_g.mark[id_at(ids, j, t)] &= (uint8_t)~8;
+    if (r < 0)
+        drain(ids, t0, t1, layer);
     return r;
 }
 

@@ -36,11 +36,14 @@ done
 prompt="The quick brown fox jumps over the lazy dog."
 pre=
 complete() {
-    $pre "$LLAMA_COMPLETION" -m model.gguf -p "$prompt" -n 32 --temp 0 --seed 7 -t 2 -c 256 \
-        --ignore-eos -sp -no-cnv --no-warmup -nr --rpc "127.0.0.1:$port" -ngl 99 "$@" < /dev/null
+    run_logged "graphs reused" run.out run.err $pre "$LLAMA_COMPLETION" -m model.gguf \
+        -p "$prompt" -n 32 --temp 0 --seed 7 -t 2 -c 256 --ignore-eos -sp -no-cnv \
+        --no-warmup -nr --rpc "127.0.0.1:$port" -ngl 99 "$@" || { cat run.out; cat run.err >&2; return 1; }
+    cat run.out
+    cat run.err >&2
 }
 complete > ref.out 2> ref.err || { tail ref.err; fail "stock llama-completion with --rpc"; }
-grep -q "RPC" ref.err || { tail ref.err; fail "the stock run did not use the RPC server"; }
+grep -q "Accepted client connection" rpc.log || { cat rpc.log; fail "the stock run did not use the RPC server"; }
 for slots in "$quarter" "$topk"; do
     pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model.smoe SMOE_RING_SLOTS=$slots SMOE_STATS=s$slots.json"
     complete -ot exps=SMOE > s$slots.out 2> s$slots.err || { tail s$slots.err; fail "plugin with --rpc"; }

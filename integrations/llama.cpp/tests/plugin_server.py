@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """plugin_server.py OUT.json SERVER ARGS...: start llama-server (SERVER ARGS
 --port P), wait for /health, then ask /completion as a client would, at
-temperature 0 and returning token ids (random weights emit bytes that are
-not UTF-8 text, so the text is not asked for): two prompts in a row, then
+temperature 0 and returning token ids, with a grammar of lower-case
+letters and spaces (random weights emit bytes that are not UTF-8 text and
+control tokens, which llama-server answers with HTTP 500): two prompts in a row, then
 the same two at once (answered in parallel with -np 2). Writes the token
 ids of the four answers to OUT.json, or with --expect-error the HTTP
 status of one request and whether the server still answers afterwards."""
@@ -41,7 +42,8 @@ def post(port, path, body, timeout=300):
 def complete(port, prompt):
     st, res = post(port, "/completion", {
         "prompt": prompt, "n_predict": 24, "temperature": 0, "seed": 7, "ignore_eos": True,
-        "cache_prompt": False, "return_tokens": True, "response_fields": ["tokens"]})
+        "cache_prompt": False, "return_tokens": True, "response_fields": ["tokens"],
+        "grammar": "root ::= [a-z ]+"})
     if st != 200:
         return {"status": st, "error": str(res)[:300]}
     return res["tokens"]

@@ -40,21 +40,13 @@ quarter=$(( (entries + 3) / 4 ))
 
 prompt="The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs."
 # $pre: the environment of the next run (env VAR=VALUE ...), word-split.
-# llama.cpp's log thread may lose its last lines at exit (common/log.cpp,
-# common_log_main), the generated text among them: a run whose stderr
-# lacks the last line (common_perf_print's "graphs reused") is run again.
 pre=
 complete() {
-    for try in 1 2 3; do
-        rc=0
-        $pre "$LLAMA_COMPLETION" -m model.gguf -p "$prompt" -n 48 --temp 0 --seed 7 -t 2 \
-            -c 256 --ignore-eos -sp -no-cnv --no-warmup -nr "$@" < /dev/null > run.out \
-            2> run.err || rc=$?
-        if [ $rc -ne 0 ] || grep -q "graphs reused" run.err; then break; fi
-    done
+    run_logged "graphs reused" run.out run.err $pre "$LLAMA_COMPLETION" -m model.gguf \
+        -p "$prompt" -n 48 --temp 0 --seed 7 -t 2 -c 256 --ignore-eos -sp -no-cnv \
+        --no-warmup -nr "$@" || { cat run.out; cat run.err >&2; return 1; }
     cat run.out
     cat run.err >&2
-    return $rc
 }
 plug="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model.smoe"
 
@@ -94,11 +86,9 @@ r = random.Random(3)
 w = 'the of and to in is it that was for on are with as his they be at one have this from'.split()
 print(' '.join(r.choice(w) for _ in range(400)))" > text.txt
 ppl() {
-    for try in 1 2 3; do
-        $pre "$LLAMA_PERPLEXITY" -m model.gguf -f text.txt -c 128 -b 128 -t 2 --chunks 3 -nr \
-            "$@" 2>&1 | grep -oE '^\[[0-9].*|Final estimate.*' > "$out" || true
-        grep -q "Final estimate" "$out" && return 0
-    done
+    run_logged "Final estimate" ppl.log ppl.err $pre "$LLAMA_PERPLEXITY" -m model.gguf \
+        -f text.txt -c 128 -b 128 -t 2 --chunks 3 -nr "$@" || true
+    cat ppl.log ppl.err | grep -oE '^\[[0-9].*|Final estimate.*' > "$out" || true
 }
 pre= out=ppl.ref
 ppl
