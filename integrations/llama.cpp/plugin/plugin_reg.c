@@ -87,6 +87,9 @@ static void read_conf(void)
     }
     v = getenv("SMOE_LOOKAHEAD");
     c->lookahead = v && *v && strcmp(v, "0") && strcmp(v, "off");
+    if (c->lookahead && c->vault)
+        fprintf(stderr, "smoe: SMOE_LOOKAHEAD is not run by libggml-smoe yet (smoe-llama "
+                "--lookahead runs it): experts are read on demand only\n");
     if (sp_g.failed)
         sp_log_error("%s", sp_g.err);
     if (c->vault)
