@@ -71,7 +71,7 @@ typedef struct sp_state {
 
 extern sp_state sp_g;
 
-/* plugin_reg.c */
+/* plugin_state.c */
 void sp_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t sp_now_ns(void);
 
@@ -87,7 +87,6 @@ int sp_open(void);
 /* Compare the loader's bytes of w with the vault (first and last expert). */
 int sp_check(sp_weight *w, const void *data, size_t off, size_t size);
 void sp_write_stats(void);
-void sp_close(void);
 
 /* plugin_idle.c: serve mode. The stream is busy from a graph part until
  * no graph part has run for SP_IDLE_MS: the pre-warm refills the ring

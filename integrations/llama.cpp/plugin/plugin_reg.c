@@ -23,25 +23,6 @@
 #include "ggml-cpu.h"
 #include "plugin.h"
 
-sp_state sp_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-void sp_log_error(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "smoe: error: %s\n", msg);
-}
-
-uint64_t sp_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- configuration ---- */
 
 static int env_u64(const char *name, uint64_t max, uint64_t *out)
@@ -251,6 +232,18 @@ static const struct ggml_backend_device_i dev_iface = {
     .offload_op = dev_offload_op,
 };
 
+/* At exit: the claims back, the counters out, the histogram saved (smoe_close). */
+static void close_at_exit(void)
+{
+    sp_idle_stop();
+    if (!sp_g.s)
+        return;
+    sp_release_all();
+    sp_write_stats();
+    smoe_close(sp_g.s);
+    sp_g.s = NULL;
+}
+
 /* ---- registry ---- */
 
 static const char *reg_name(ggml_backend_reg_t r)
@@ -302,7 +295,7 @@ ggml_backend_reg_t ggml_backend_init(void)
         sp_dev.iface = dev_iface;
         sp_dev.reg = &sp_reg;
         sp_buft()->device = &sp_dev;
-        atexit(sp_close);
+        atexit(close_at_exit);
     }
     return &sp_reg;
 }

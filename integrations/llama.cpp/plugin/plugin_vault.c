@@ -164,14 +164,3 @@ void sp_write_stats(void)
             st.prewarm_reads);
     fclose(f);
 }
-
-void sp_close(void)
-{
-    sp_idle_stop();
-    if (!sp_g.s)
-        return;
-    sp_release_all();
-    sp_write_stats();
-    smoe_close(sp_g.s);
-    sp_g.s = NULL;
-}
