@@ -157,10 +157,13 @@ void sp_write_stats(void)
             ", \"hit_rate\": %.6f, \"claims\": %" PRIu64 ", \"bytes_read\": %" PRIu64
             ", \"reads_failed\": %" PRIu64 ", \"wait_ns\": %" PRIu64 ", \"copy_ns\": 0"
             ", \"expert_nodes\": %" PRIu64 ", \"token_groups\": %" PRIu64
-            ", \"graphs\": %" PRIu64 ", \"prewarm_reads\": %" PRIu64 "}\n",
+            ", \"graphs\": %" PRIu64 ", \"freq_status\": %" PRIu64 ", \"prewarm_slots\": %" PRIu64
+            ", \"prewarm_passes\": %" PRIu64 ", \"prewarm_reads\": %" PRIu64
+            ", \"prewarm_hits\": %" PRIu64 "}\n",
             sp_g.conf.vault, st.slots, st.slot_bytes, st.hits, st.joins, st.misses,
             demand ? (double)st.hits / (double)demand : 0.0, st.claims, st.bytes_read,
             st.reads_failed, sp_g.wait_ns, sp_g.expert_nodes, sp_g.groups, sp_g.graphs,
-            st.prewarm_reads);
+            st.freq_status, st.prewarm_slots, st.prewarm_passes, st.prewarm_reads,
+            st.prewarm_hits);
     fclose(f);
 }
