@@ -53,15 +53,38 @@ static bool is_view_op(enum ggml_op op)
            op == GGML_OP_PERMUTE || op == GGML_OP_TRANSPOSE;
 }
 
+static bool is_expert_node(const struct ggml_tensor *op)
+{
+    const struct ggml_tensor *w = expert_src(op);
+    return w && sp_weight_of(w) && op->src[2] && op->src[2]->type == GGML_TYPE_I32 &&
+           op->src[2]->ne[2] == 1 && op->src[2]->ne[3] == 1;
+}
+
+/* The GLU between the expert matmuls (gate and up in, down's input out):
+ * taken so that a MoE layer's expert part is one graph split, not three. */
+static bool is_expert_glu(const struct ggml_tensor *op)
+{
+    if (op->op != GGML_OP_GLU)
+        return false;
+    for (int i = 0; i < 2; i++) {
+        const struct ggml_tensor *x = op->src[i];
+        if (i == 1 && !x)
+            break;
+        while (x && x->view_src && is_view_op(x->op))
+            x = x->view_src;
+        if (!x || !is_expert_node(x))
+            return false;
+    }
+    return true;
+}
+
 bool sp_supports_op(const struct ggml_tensor *op)
 {
     if (is_view_op(op->op)) { /* the expert tensors themselves, and views of them */
         const struct ggml_tensor *t = op->view_src ? op->view_src : op;
         return t->buffer && t->buffer->buft == sp_buft();
     }
-    const struct ggml_tensor *w = expert_src(op);
-    return w && sp_weight_of(w) && op->src[2] && op->src[2]->type == GGML_TYPE_I32 &&
-           op->src[2]->ne[2] == 1 && op->src[2]->ne[3] == 1;
+    return is_expert_node(op) || is_expert_glu(op);
 }
 
 void sp_release_all(void)
@@ -259,6 +282,29 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
     return 0;
 }
 
+/* A node that reads no expert tensor (the GLU), as a one-node graph on the
+ * CPU backend. */
+static int compute_plain_node(ggml_backend_t cpu, struct ggml_tensor *op)
+{
+    static _Thread_local char mem[16384];
+    struct ggml_init_params ip = {sizeof mem, mem, true};
+    struct ggml_context *ctx = ggml_init(ip);
+    if (!ctx)
+        return node_fail("cannot make a ggml context");
+    struct ggml_tensor *out = leaf(ctx, op, 0, 0, op->ne[0]);
+    out->op = op->op;
+    memcpy(out->op_params, op->op_params, sizeof out->op_params);
+    for (int i = 0; i < GGML_MAX_SRC && op->src[i]; i++)
+        out->src[i] = leaf(ctx, op->src[i], 0, 0, op->src[i]->ne[0]);
+    struct ggml_cgraph *g = ggml_new_graph_custom(ctx, 8, false);
+    ggml_build_forward_expand(g, out);
+    enum ggml_status st = ggml_backend_graph_compute(cpu, g);
+    ggml_free(ctx);
+    if (st != GGML_STATUS_SUCCESS)
+        return node_fail("%s: computing failed (ggml status %d)", op->name, st);
+    return 0;
+}
+
 static int compute_expert_node(ggml_backend_t cpu, struct ggml_tensor *op)
 {
     const sp_weight *w = sp_weight_of(expert_src(op));
@@ -304,11 +350,15 @@ enum ggml_status sp_graph_compute(ggml_backend_t cpu, struct ggml_cgraph *g)
         struct ggml_tensor *n = ggml_graph_node(g, i);
         if (ggml_is_empty(n) || is_view_op(n->op))
             continue;
-        if (!sp_supports_op(n)) {
+        if (is_expert_node(n)) {
+            if (compute_expert_node(cpu, n) < 0)
+                st = GGML_STATUS_FAILED;
+        } else if (is_expert_glu(n)) {
+            if (compute_plain_node(cpu, n) < 0)
+                st = GGML_STATUS_FAILED;
+        } else {
             sp_log_error("node %s (%s) is not one this backend computes", n->name,
                          ggml_op_desc(n));
-            st = GGML_STATUS_FAILED;
-        } else if (compute_expert_node(cpu, n) < 0) {
             st = GGML_STATUS_FAILED;
         }
     }
