@@ -17,6 +17,7 @@
  * SPDX-License-Identifier: MIT
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -79,10 +80,13 @@ static enum ggml_status add_weight(ggml_backend_buffer_t b, struct ggml_tensor *
     uint32_t layer;
     int kind;
     if (sl_parse_name(t->name, &layer, &kind) < 0) {
-        sp_log_error("tensor %s was placed in the SMOE buffer type, but it is not an expert "
-                     "tensor (blk.N.ffn_{gate,up,down,gate_up}_exps.{weight,bias}): "
-                     "use -ot exps=SMOE", t->name);
-        return GGML_STATUS_FAILED;
+        /* Not an expert: llama.cpp lists an ACCEL device's buffer type
+         * first for weights that no op reads (GGML_OP_NONE in its tensor
+         * table), and -ot may name more than experts. Kept as ordinary
+         * memory; the nodes reading it get a copy. */
+        fprintf(stderr, "smoe: tensor %s in the SMOE buffer type is not an expert tensor: "
+                "kept in memory\n", t->name);
+        return GGML_STATUS_SUCCESS;
     }
     pthread_mutex_lock(&sp_g.lock);
     if (sp_g.n_w == sp_g.cap_w) {
@@ -125,24 +129,30 @@ static enum ggml_status buf_init_tensor(ggml_backend_buffer_t b, struct ggml_ten
     return add_weight(b, t);
 }
 
+/* Is t an expert tensor (its bytes come from the vault)? */
+static int is_expert(ggml_backend_buffer_t b, const struct ggml_tensor *t)
+{
+    return ((sp_buffer *)b->context)->weights && weight_mut(t->view_src ? t->view_src : t);
+}
+
 static void buf_memset_tensor(ggml_backend_buffer_t b, struct ggml_tensor *t, uint8_t v,
                               size_t off, size_t size)
 {
-    if (!((sp_buffer *)b->context)->weights)
+    if (!is_expert(b, t))
         memset((char *)t->data + off, v, size);
 }
 
 static void buf_set_tensor(ggml_backend_buffer_t b, struct ggml_tensor *t, const void *data,
                            size_t off, size_t size)
 {
-    if (!((sp_buffer *)b->context)->weights) {
+    if (!is_expert(b, t)) {
         memcpy((char *)t->data + off, data, size);
         return;
     }
     /* An expert tensor: the bytes come from the vault. Check them against
      * it as they pass by. */
     sp_weight *w = weight_mut(t->view_src ? t->view_src : t);
-    if (!w || sp_open() < 0)
+    if (sp_open() < 0)
         return;
     sp_check(w, data, off, size);
 }
@@ -165,7 +175,7 @@ static void buf_clear(ggml_backend_buffer_t b, uint8_t v)
 {
     sp_buffer *sb = b->context;
     if (!sb->weights)
-        memset(sb->base, v, b->size);
+        memset(sb->base, v, b->size); /* a weights buffer: tensors are set one by one */
 }
 
 static const struct ggml_backend_buffer_i buf_iface = {
