@@ -18,9 +18,8 @@ static int is_absolute(const char *p)
 wchar_t *smoe__win_wpath(const char *path, int *eno)
 {
     int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, NULL, 0);
-    if (n <= 0) {
+    if (n <= 0) { /* ERROR_NO_UNICODE_TRANSLATION */
         *eno = EINVAL;
-        smoe__win_last();
         return NULL;
     }
     /* \\?\ lifts MAX_PATH, but only for absolute paths with backslashes. */
