@@ -53,5 +53,22 @@ char *realpath(const char *path, char *resolved);
 char *strndup(const char *s, size_t n);
 int setenv(const char *name, const char *value, int overwrite);
 int unsetenv(const char *name);
+/* rename over an existing file, as POSIX renames (msvcrt's refuses). */
+int shim_rename(const char *from, const char *to);
+#define rename shim_rename
+
+/* Directory listings, with /proc/self/fd and /proc/self/task listing the
+ * process's handles and threads (what testutil.c's leak check counts):
+ * one entry per handle (GetProcessHandleCount) and per thread (a Toolhelp
+ * snapshot). */
+#include <dirent.h>
+typedef struct shim_dir shim_dir;
+shim_dir *shim_opendir(const char *path);
+struct dirent *shim_readdir(shim_dir *d);
+int shim_closedir(shim_dir *d);
+#define DIR shim_dir
+#define opendir shim_opendir
+#define readdir shim_readdir
+#define closedir shim_closedir
 
 #endif
