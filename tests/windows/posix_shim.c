@@ -19,6 +19,7 @@
 #undef readdir
 #undef closedir
 #undef rename
+#undef usleep
 
 struct shim_dir {
     DIR *real;     /* a directory; NULL: a /proc/self listing */
@@ -221,6 +222,12 @@ int setenv(const char *name, const char *value, int overwrite)
     if (!overwrite && getenv(name))
         return 0;
     return _putenv_s(name, value) == 0 ? 0 : -1;
+}
+
+int shim_usleep(unsigned long long us)
+{
+    Sleep((DWORD)((us + 999) / 1000));
+    return 0;
 }
 
 int shim_rename(const char *from, const char *to)

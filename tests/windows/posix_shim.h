@@ -53,6 +53,11 @@ char *realpath(const char *path, char *resolved);
 char *strndup(const char *s, size_t n);
 int setenv(const char *name, const char *value, int overwrite);
 int unsetenv(const char *name);
+/* A sleep of at least us microseconds: MinGW's usleep sleeps us / 1000
+ * milliseconds, none at all below 1000, which turns a test's bounded wait
+ * of 20000 x 500 us into a spin of a second or two. */
+int shim_usleep(unsigned long long us);
+#define usleep shim_usleep
 /* rename over an existing file, as POSIX renames (msvcrt's refuses). */
 int shim_rename(const char *from, const char *to);
 #define rename shim_rename
