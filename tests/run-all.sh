@@ -16,6 +16,9 @@
 #      (integrations/llama.cpp/fetch-llama.sh, kept in the cache directory),
 #      build it and smoe-llama (ccache, also in the cache directory), run
 #      the tests against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
+#   7. the Windows cross build (MinGW-w64) and the suite under Wine
+#      (tests/windows/build.sh; cmocka, json-c and zlib for the target and
+#      the Wine prefix kept in ~/.cache/smoe-windows; docs/portability.md)
 #
 # SMOE_CI_STAGES restricts the stages (e.g. "1 2"); SMOE_FUZZ_SECONDS and
 # SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations;
@@ -40,13 +43,16 @@ cd "$(dirname "$0")/.."
 # and the fuzzers; llvm: llvm-cov for fuzz coverage; python3-numpy,
 # python3-torch, python3-pytest, python3-venv: the Python binding's tests
 # (ctest -L python); ccache, git: building llama.cpp and writing its GGUF
-# fixtures (stage 6).
+# fixtures (stage 6); gcc-mingw-w64-x86-64, wine64, wine, dpkg-dev: the
+# Windows cross build, its tests under Wine, and its libraries from Debian's
+# source packages (stage 7).
 npm_pkg=
 command -v npm > /dev/null 2>&1 || npm_pkg=npm
 smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev ccache git \
+    gcc-mingw-w64-x86-64 wine64 wine dpkg-dev \
     python3-numpy python3-torch python3-pytest python3-venv $npm_pkg
 jobs=$(nproc 2>/dev/null || echo 2)
-stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6"}
+stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6 7"}
 want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 stamp() { echo "== $(date +%H:%M:%S) $*"; }
 
@@ -138,5 +144,10 @@ if want 6; then
         -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON -DSMOE_LLAMA_CPP_DIR="$llama_dir"
     cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize
     (cd build-llama && ctest --output-on-failure -L llama)
+fi
+if want 7; then
+    stamp "7: Windows cross build, the suite under Wine"
+    SMOE_REQUIRE_WINDOWS=1 smoe_step "Windows cross build and tests under Wine" \
+        tests/windows/build.sh build/windows
 fi
 stamp "done"

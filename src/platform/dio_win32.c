@@ -48,6 +48,11 @@ int smoe__dio_align(int fd, uint32_t *mem_align, uint32_t *off_align)
         *mem_align = *off_align = 0;
         return 1;
     }
+    /* At least a page: any multiple of the sector size serves, and drives
+     * of 4 KiB sectors can report 512 (emulation), as Wine does for the
+     * Linux file system beneath it, whose direct I/O wants its own block. */
+    if (sector < 4096)
+        sector = 4096;
     *mem_align = *off_align = sector;
     return 0;
 }

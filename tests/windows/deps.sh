@@ -20,10 +20,23 @@ triple=x86_64-w64-mingw32
 mkdir -p "$cache/src" "$cache/build" "$prefix/lib/pkgconfig" "$prefix/include"
 jobs=${SMOE_JOBS:-2}
 
+# apt-get source needs deb-src entries: Debian 12's image has deb lines
+# only. As root, add them in a file of their own (the main archive's
+# bookworm suites) and update once.
+deb_src() {
+    grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d && return 0
+    [ "$(id -u)" = 0 ] || return 1
+    . /etc/os-release
+    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$VERSION_CODENAME" "$VERSION_CODENAME" > /etc/apt/sources.list.d/smoe-deb-src.sources
+    apt-get update > "$cache/src/apt-update.log" 2>&1
+}
+
 fetch() { # package: the unpacked Debian source tree's path
     dir=$(ls -d "$cache/src/$1"-*/ 2>/dev/null | head -n 1)
     if [ -z "$dir" ]; then
         if ! ls "$cache/src/$1"_*.dsc > /dev/null 2>&1; then
+            deb_src || true
             (cd "$cache/src" && apt-get source --download-only "$1" > "$cache/src/$1.log" 2>&1) || {
                 echo "FAIL: apt-get source $1 (a deb-src entry is needed):" >&2
                 tail -n 5 "$cache/src/$1.log" >&2
