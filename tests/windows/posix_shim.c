@@ -20,6 +20,8 @@
 #undef closedir
 #undef rename
 #undef usleep
+#undef nanosleep
+#include <time.h>
 
 struct shim_dir {
     DIR *real;     /* a directory; NULL: a /proc/self listing */
@@ -224,9 +226,35 @@ int setenv(const char *name, const char *value, int overwrite)
     return _putenv_s(name, value) == 0 ? 0 : -1;
 }
 
+#ifndef CREATE_WAITABLE_TIMER_HIGH_RESOLUTION
+#define CREATE_WAITABLE_TIMER_HIGH_RESOLUTION 0x00000002
+#endif
+
+static void sleep_ns(unsigned long long ns)
+{
+    HANDLE t = CreateWaitableTimerExW(NULL, NULL, CREATE_WAITABLE_TIMER_HIGH_RESOLUTION,
+                                      TIMER_ALL_ACCESS);
+    LARGE_INTEGER due;
+    due.QuadPart = -(LONGLONG)((ns + 99) / 100); /* relative, in 100 ns */
+    if (t && SetWaitableTimer(t, &due, 0, NULL, NULL, FALSE))
+        WaitForSingleObject(t, INFINITE);
+    else
+        Sleep((DWORD)((ns + 999999) / 1000000));
+    if (t)
+        CloseHandle(t);
+}
+
 int shim_usleep(unsigned long long us)
 {
-    Sleep((DWORD)((us + 999) / 1000));
+    sleep_ns(us * 1000);
+    return 0;
+}
+
+int shim_nanosleep(const struct timespec *t, struct timespec *left)
+{
+    sleep_ns((unsigned long long)t->tv_sec * 1000000000ull + (unsigned long long)t->tv_nsec);
+    if (left)
+        left->tv_sec = left->tv_nsec = 0;
     return 0;
 }
 

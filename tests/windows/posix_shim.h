@@ -58,6 +58,12 @@ int unsetenv(const char *name);
  * of 20000 x 500 us into a spin of a second or two. */
 int shim_usleep(unsigned long long us);
 #define usleep shim_usleep
+/* The same for winpthreads' nanosleep, which sleeps whole milliseconds:
+ * a fault table's 300 us delay per read (test_replica) must stay 300 us,
+ * through a high-resolution waitable timer (Windows 10 1803 and later). */
+struct timespec;
+int shim_nanosleep(const struct timespec *t, struct timespec *left);
+#define nanosleep shim_nanosleep
 /* rename over an existing file, as POSIX renames (msvcrt's refuses). */
 int shim_rename(const char *from, const char *to);
 #define rename shim_rename
