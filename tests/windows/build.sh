@@ -106,7 +106,7 @@ echo "== tests under $("$WINE" --version 2>/dev/null || echo wine)"
 rc=0
 (cd "$b" && ctest -j"$jobs" --timeout 900 -E '^(spin_|layout_)' --output-on-failure \
     -V > "$b.ctest.log" 2>&1) || rc=$?
-grep -E '^[0-9]+/[0-9]+ Test|tests passed|FAILED' "$b.ctest.log" | sed 's/^/  /'
+grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAILED' "$b.ctest.log" | sed 's/^/  /'
 # cmocka's own counts, over every program.
 sed -n 's/^[0-9]*: //p' "$b.ctest.log" | awk '
     /^\[  PASSED  \] [0-9]+ test/ { passed += $4 }
