@@ -10,7 +10,9 @@
   build-llama/ is a program some CMakeLists.txt builds in that directory
   (and exists, in a build with the llama.cpp integration).
 - The checkpoint block (smoe pack, index, inspect, read) runs as written,
-  on a tiny GGUF written here as MODEL.gguf, with build/ this build.
+  on a tiny GGUF written here as MODEL.gguf, with build/ this build; the
+  C block's program then gives the same byte sum on its packed and its
+  index vault (SMOE_OPEN_EXTENTS, components found per blob).
 
 Usage: check_readme.py SOURCE_DIR BUILD_DIR CC
 Exit 0 when every check holds; else 1, each failure on its own line.
@@ -146,6 +148,7 @@ def check_c_block(src, build, cc, c_blocks, tmp, vault):
         return
     print(f"readme: the C block (README.md:{line}) is examples/quickstart.c, compiles, "
           f"links and runs: {r.stdout.strip()}")
+    return os.path.join(tmp, "readme_c")
 
 
 def gguf(path):
@@ -197,6 +200,26 @@ def check_checkpoint_block(build, shell, tmp):
         return
     print(f"readme: the block at README.md:{line} runs as written on a tiny MODEL.gguf "
           f"({len(body.splitlines())} lines; packed.smoe and indexed.smoe made and read)")
+    return work
+
+
+def check_c_on_checkpoint(prog, work):
+    """The C block on the checkpoint block's two vaults: the same experts'
+    components, so the same byte sum, packed or indexed in place."""
+    sums = []
+    for v in ("packed.smoe", "indexed.smoe"):
+        r = run([prog, v], work)
+        if r.returncode != 0 or not r.stdout.startswith("2 layers x 4 experts claimed, "):
+            fail(f"the C block's program on {v}: exit {r.returncode}, output "
+                 f"{r.stdout!r}, errors {r.stderr!r}")
+            return
+        sums.append(r.stdout.rsplit("byte sum ", 1)[-1].strip())
+    if sums[0] != sums[1]:
+        fail(f"the C block's program: byte sum {sums[0]} on packed.smoe, {sums[1]} on "
+             "indexed.smoe (the same components)")
+        return
+    print(f"readme: the C block's program on packed.smoe and indexed.smoe: byte sum {sums[0]}"
+          " on both")
 
 
 def main():
@@ -215,11 +238,14 @@ def main():
         vault = os.path.join(tmp, "gen.smoe")
         r = run([os.path.join(build, "tools", "smoe", "smoe"), "gen", "--out", vault,
                  "--layers", "3", "--experts", "8", "--blob-bytes", "64K", "--top-k", "2"], tmp)
+        prog = None
         if r.returncode != 0:
             fail(f"smoe gen: exit {r.returncode}: {r.stderr}")
         else:
-            check_c_block(src, build, cc, [b for b in bl if b[0] == "c"], tmp, vault)
-        check_checkpoint_block(build, shell, tmp)
+            prog = check_c_block(src, build, cc, [b for b in bl if b[0] == "c"], tmp, vault)
+        work = check_checkpoint_block(build, shell, tmp)
+        if prog and work:
+            check_c_on_checkpoint(prog, work)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failures else 0
