@@ -22,7 +22,11 @@ smoe=build/tools/smoe/smoe
 mkdir -p out
 [ -f out/demo.smoe ] ||
     $smoe gen --out out/demo.smoe --layers 16 --experts 64 --blob-bytes 1M --top-k 4
-build/examples/decode_loop out/demo.smoe --tokens 64 --requests 3 | tee out/demo-decode.txt
+# Output kept for the summary at the end; the pipe's status is tee's, so
+# decode_loop's own is passed through a file.
+{ build/examples/decode_loop out/demo.smoe --tokens 64 --requests 3 && echo 0 > out/demo-decode.rc ||
+    echo $? > out/demo-decode.rc; } | tee out/demo-decode.txt
+[ "$(cat out/demo-decode.rc)" = 0 ] || exit 1
 
 # Replay a synthetic routing trace: the ring against the page cache, mmap and
 # direct reads at equal memory (docs/benchmarks.md).
@@ -44,8 +48,8 @@ else
 fi
 # shellcheck disable=SC2086
 { $smoe bench --vault out/demo.smoe --trace out/demo.trace.gz --mode all \
-    --memory 25% --tokens 32 $root_steps; echo $? > out/demo-bench.rc; } |
-    tee out/demo-bench.txt
+    --memory 25% --tokens 32 $root_steps && echo 0 > out/demo-bench.rc ||
+    echo $? > out/demo-bench.rc; } | tee out/demo-bench.txt
 [ "$(cat out/demo-bench.rc)" = 0 ] || exit 1
 
 # What the two runs showed, in words (examples/summary.awk).
