@@ -16,12 +16,18 @@ function vs(mode, name) {
     return sprintf("%s %s ms (%.2fx as long)", name, w[mode], r)
 }
 END {
-    if (tps != "")
+    if (tps != "" && hit >= 0.9)
         printf "decode_loop: %s tokens/s with %s of claims served from the ring, waiting " \
                "%s ms a token: the warm-up read %s of the %s MiB at start-up (%s GB/s, " \
                "sequential reads), and decoding itself read only %s MiB, so its pace is " \
                "that of the dot products over every byte, not the drive's.\n",
                tps, hit, wait, warm, total, rate, other
+    else if (tps != "")
+        printf "decode_loop: %s tokens/s with only %s of claims served from the ring (it " \
+               "holds less than the vault here, or the warm-up had not filled it), waiting " \
+               "%s ms a token: decoding read %s MiB, on demand and by pre-warm, beside the " \
+               "warm-up's %s MiB.\n",
+               tps, hit, wait, other, warm
     if (!("smoe" in w)) {
         print "smoe bench: no result to compare (see its output above)."
         exit
