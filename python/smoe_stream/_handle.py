@@ -59,7 +59,10 @@ class Handle:
         self.path = path
         self.force = force  # opened with OPEN_FORCE_CLOSE
         self.keep = keep  # strings and the log callback: the library uses them until freed
-        self._cond = threading.Condition(threading.Lock())
+        # Reentrant: the collector may run a Blob's finaliser (a release)
+        # on a thread that holds it.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)  # a close waits on it for _calls 0
         self._state = OPEN
         self._calls = 0  # calls inside the library now
         self._claims = set()
@@ -71,15 +74,18 @@ class Handle:
         return self._state
 
     def _enter(self):
-        with self._cond:
-            if self._state != OPEN:
-                raise InvalidArgument(codes["SMOE_EINVAL"], "stream %s is closed" % self.path)
-            self._calls += 1
+        with self._lock:
+            if self._state == OPEN:
+                self._calls += 1
+                return
+        raise InvalidArgument(codes["SMOE_EINVAL"], "stream %s is closed" % self.path)
 
-    def _leave(self):
-        with self._cond:
+    def _leave(self, claim=None):
+        with self._lock:
+            if claim is not None:  # before the count drops: a waiting close sees it
+                self._claims.add(claim)
             self._calls -= 1
-            if not self._calls:
+            if not self._calls and self._state != OPEN:
                 self._cond.notify_all()
 
     def call(self, fn, *args):
@@ -93,22 +99,22 @@ class Handle:
     def claim(self, fn, *args):
         """fn(handle, *args, &desc): (rc, a registered Claim or None)."""
         d = _lib.BlobDesc()
+        c = None
         self._enter()
         try:
             rc = fn(self.h, *args, ctypes.byref(d))
-            if rc < 0:
-                return rc, None
-            c = Claim(d)
-            with self._cond:  # before _leave: a close waiting for calls sees it
-                self._claims.add(c)
+            if rc >= 0:
+                c = Claim(d)
             return rc, c
         finally:
-            self._leave()
+            self._leave(c)
 
     def release(self, c):
         """Release a claim once: 0, or the library's code. A claim already
         ended (released, or by a close) is left alone."""
-        with self._cond:
+        if c.ended:  # read without the lock: the common case of a finaliser
+            return 0
+        with self._lock:
             if c.ended or c not in self._claims:
                 return 0
             self._claims.discard(c)
@@ -171,23 +177,29 @@ class Handle:
             ended, self._claims = self._claims, set()
             for c in ended:
                 c.ended = "closed"
+        failed = None
         try:
             if before is not None:
                 before()
-        finally:
-            for c in ended:
-                c.drop_views()
-                _lib.release(self.h, ctypes.byref(c.desc))
-            with self._cond:
-                self._state = CLOSED
-                self._cond.notify_all()
-                mem = self._ring() if self._ring else None
+        except Exception as e:  # closes anyway, then raises it
+            failed = e
+        for c in ended:
+            c.drop_views()
+            _lib.release(self.h, ctypes.byref(c.desc))
+        with self._cond:
+            self._state = CLOSED
+            self._cond.notify_all()
+            mem = self._ring() if self._ring else None
         if mem is None:
-            return self._free()
-        # Views of the ring live on: keep it mapped until the last one goes.
-        _lib.shutdown(self.h)
-        weakref.finalize(mem, self._free)
-        return 0
+            rc = self._free()
+        else:
+            # Views of the ring live on: keep it mapped until the last goes.
+            _lib.shutdown(self.h)
+            weakref.finalize(mem, self._free)
+            rc = 0
+        if failed is not None:
+            raise failed
+        return rc
 
     def _free(self):
         with self._cond:
