@@ -216,3 +216,25 @@ def test_collected_cycle_force_close_no_release_into_freed_stream(tmp):
     write_vault(p, 2, 5)
     out = child_ok(run_child(SPY + CYCLE % FORCE, p))
     assert "ok" in out
+
+
+def test_blob_finalised_by_collector_under_handle_lock(tmp):
+    """The collector can run anywhere a Python object is allocated, also
+    while this thread holds the stream's lock (e.g. registering a claim): a
+    Blob it finalises there releases without deadlocking on that lock."""
+    p = str(tmp / "v.smoe")
+    write_vault(p, 2, 3)
+    out = child_ok(run_child(SPY + """
+s = open_stream(vault)
+b = s.claim(0, 1)
+cycle = [b]
+cycle.append(cycle)  # only the collector frees it, and the blob with it
+del b, cycle
+with s._hd._lock:  # where a claim registers itself
+    gc.collect()
+assert s.stats()["releases"] == 1
+s.close()
+assert not bad, bad
+print("ok")
+""", p, timeout=60))
+    assert "ok" in out
