@@ -43,8 +43,9 @@ cd "$(dirname "$0")/.."
 # such as NodeSource's, brings its own and conflicts with Debian's); spin:
 # the slot protocol's model (ctest -L model); clang, libclang-rt-dev: TSan
 # and the fuzzers; llvm: llvm-cov for fuzz coverage; python3-numpy,
-# python3-torch, python3-pytest, python3-venv: the Python binding's tests
-# (ctest -L python); ccache, git: building llama.cpp and writing its GGUF
+# python3-torch, python3-pytest, python3-venv, python3-wheel: the Python
+# binding's tests (ctest -L python; wheel: pip's offline build from
+# pyproject.toml); ccache, git: building llama.cpp and writing its GGUF
 # fixtures (stage 6).
 # The verdict, the last line of every run: the stages that passed with
 # their times, or the stage that failed (or the package install, before
@@ -79,7 +80,7 @@ trap verdict EXIT
 npm_pkg=
 command -v npm > /dev/null 2>&1 || npm_pkg=npm
 smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev ccache git \
-    python3-numpy python3-torch python3-pytest python3-venv $npm_pkg
+    python3-numpy python3-torch python3-pytest python3-venv python3-wheel $npm_pkg
 jobs=$(nproc 2>/dev/null || echo 2)
 stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6"}
 want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
