@@ -68,15 +68,20 @@ class Handle:
         self._claims = set()
         self._ring = None  # weakref to ring()'s object
         self._freed = False
+        self._here = threading.local()  # .calls: this thread's calls inside the library
 
     @property
     def state(self):
         return self._state
 
+    def _mine(self, n):
+        self._here.calls = getattr(self._here, "calls", 0) + n
+
     def _enter(self):
         with self._lock:
             if self._state == OPEN:
                 self._calls += 1
+                self._mine(1)
                 return
         raise InvalidArgument(codes["SMOE_EINVAL"], "stream %s is closed" % self.path)
 
@@ -85,6 +90,7 @@ class Handle:
             if claim is not None:  # before the count drops: a waiting close sees it
                 self._claims.add(claim)
             self._calls -= 1
+            self._mine(-1)
             if not self._calls and self._state != OPEN:
                 self._cond.notify_all()
 
@@ -120,6 +126,7 @@ class Handle:
             self._claims.discard(c)
             c.ended = "released"
             self._calls += 1  # also while a close waits: it waits for this one
+            self._mine(1)
         try:
             c.drop_views()
             return _lib.release(self.h, ctypes.byref(c.desc))
@@ -154,6 +161,11 @@ class Handle:
         claimed, unless opened with OPEN_FORCE_CLOSE or finalising (the
         Stream is garbage, and so is every Blob of it). before: a callable
         run once nothing can call in any more. Returns the library's code."""
+        if getattr(self._here, "calls", 0):
+            # A log callback on a thread inside a call: waiting for that
+            # call to end would wait for ourselves.
+            raise InvalidArgument(codes["SMOE_EINVAL"], "close %s: called from inside a call "
+                                  "of this stream on the same thread (a log callback?)" % self.path)
         with self._cond:
             while self._state == CLOSING:
                 self._cond.wait()

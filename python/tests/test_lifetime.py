@@ -238,3 +238,30 @@ assert not bad, bad
 print("ok")
 """, p, timeout=60))
     assert "ok" in out
+
+
+def test_close_from_inside_a_call_on_the_same_thread_raises(tmp):
+    """close() on a thread that is itself inside a call of the stream (as a
+    log callback run by that call would be) raises InvalidArgument instead
+    of waiting for its own call to end; the stream stays usable and closes
+    afterwards."""
+    p = str(tmp / "v.smoe")
+    write_vault(p, 2, 4)
+    out = child_ok(run_child("""
+s = open_stream(vault, workers=1, ring_slots=4)
+h = s._hd
+seen = []
+def inside(handle):
+    try:
+        s.close()
+    except smoe_stream.InvalidArgument as e:
+        seen.append(e.message)
+    return 0
+h.call(inside)
+assert seen and "same thread" in seen[0], seen
+b = s.claim(0, 1)
+b.release()
+s.close()
+print("ok")
+""", p, timeout=60))
+    assert "ok" in out
