@@ -5,8 +5,10 @@
  * (platform/io_posix.c).
  */
 #include <errno.h>
+#include <string.h>
 
 #include "smoe/smoe.h"
+#include "error.h"
 #include "io.h"
 
 /* Set only by tests, before any stream or writer is opened. */
@@ -111,6 +113,26 @@ const char *smoe__io_type_name(int type)
     case SMOE__IO_TYPE_SOCK: return "a socket";
     default: return "a file of an unknown type";
     }
+}
+
+int smoe__io_open_file(const smoe__io *io, const char *path, unsigned flags, const char *what,
+                       smoe__io_stat *st)
+{
+    int fd = smoe__io_open(io, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK | flags);
+    if (fd < 0)
+        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+    int r = smoe__io_fstat(io, fd, st);
+    if (r < 0)
+        r = smoe__fail(SMOE_ESYS, "%s: cannot examine it (fstat): %s", path, strerror(-r));
+    else if (st->type != SMOE__IO_TYPE_REG && st->type != SMOE__IO_TYPE_BLK)
+        r = smoe__fail(SMOE_EINVAL, "%s: %s%s%s%s, expected a regular file or a block "
+                       "device", path, what ? "not " : "", what ? what : "", what ? ": " : "",
+                       smoe__io_type_name(st->type));
+    if (r < 0) {
+        smoe__io_close(io, fd);
+        return r;
+    }
+    return fd;
 }
 
 int smoe__io_close(const smoe__io *io, int fd)

@@ -10,6 +10,8 @@
  * out-of-file ranges, a missing shard, an incomplete layer, inconsistent
  * expert shapes) must fail with a message naming the file and the tensor
  * and leave no output file. The buffer parsers also take mutated headers.
+ * pack_fifo_shard_refused: `smoe pack` and `smoe index` on a directory or a
+ * shard index with a FIFO among the shards exit at once, naming it.
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -1107,6 +1109,53 @@ static void test_cli(void **state)
     fx_free(&m);
 }
 
+/* `smoe pack` or `smoe index` on SOURCE, bounded: a hang is killed after 20 s
+ * (and then fails the test). The exit status and stderr are checked. */
+static void expect_tool_refuses(const char *cmd, const char *source, const char *w1,
+                                const char *w2)
+{
+    const char *tool = getenv("SMOE_TOOL");
+    const char *args[] = {cmd, "--quiet", "--out", path("fifo.smoe"), source, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = tu_run_bounded(dir, 20, tool, args, &out, &err);
+    if (rc < 0)
+        fail_msg("smoe %s %s did not exit within 20 s (killed): %s", cmd, source, err);
+    if (rc == 0)
+        fail_msg("smoe %s %s succeeded with a FIFO among its files", cmd, source);
+    tu_expect_contains(err, w1);
+    tu_expect_contains(err, w2);
+    free(out);
+    free(err);
+    assert_no_output();
+}
+
+/* A checkpoint's *.safetensors that is a FIFO (named pipe): opening it
+ * must not wait for a writer for ever; the tool names the file and what it
+ * is, for a directory and for a shard index naming it. */
+static void pack_fifo_shard_refused(void **state)
+{
+    (void)state;
+    const char *tool = getenv("SMOE_TOOL");
+    if (!tool || !*tool)
+        skip();
+    fx_model m = {0};
+    write_qwen(&m);
+    /* a directory of *.safetensors, one of them a FIFO */
+    assert_int_equal(mkfifo(path("model-fifo.safetensors"), 0600), 0);
+    expect_tool_refuses("pack", dir, "model-fifo.safetensors", "FIFO");
+    expect_tool_refuses("index", dir, "model-fifo.safetensors", "FIFO");
+    /* a shard index whose second shard is a FIFO */
+    assert_int_equal(fx_write_text(path("model.safetensors.index.json"),
+                                   "{\"weight_map\": {\"model.embed_tokens.weight\": "
+                                   "\"model.safetensors\", \"lm_head.weight\": "
+                                   "\"model-fifo.safetensors\"}}"),
+                     0);
+    expect_tool_refuses("pack", path("model.safetensors.index.json"),
+                        "model-fifo.safetensors", "FIFO");
+    expect_tool_refuses("index", dir, "model-fifo.safetensors", "FIFO");
+    fx_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1136,6 +1185,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_packed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(pack_fifo_shard_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
