@@ -12,6 +12,8 @@
  * and leave no output file. The buffer parsers also take mutated headers.
  * pack_fifo_shard_refused: `smoe pack` and `smoe index` on a directory or a
  * shard index with a FIFO among the shards exit at once, naming it.
+ * shard_index_over_65536_shards_refused: an index naming more shard files
+ * than a vault may have sources is refused, naming the bound.
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -1109,6 +1111,48 @@ static void test_cli(void **state)
     fx_free(&m);
 }
 
+/* A shard index whose weight_map names n tensors, each in a shard of its
+ * own ("model-000000-of-N.safetensors", ...), none of which exists. */
+static char *index_of_shards(uint32_t n, size_t *len)
+{
+    size_t cap = 64 + (size_t)n * 80, k = 0;
+    char *ix = malloc(cap);
+    assert_non_null(ix);
+    k += (size_t)snprintf(ix + k, cap - k, "{\"weight_map\": {");
+    for (uint32_t i = 0; i < n; i++)
+        k += (size_t)snprintf(ix + k, cap - k, "%s\"model.layers.%u.w\": \"model-%06u-of-%06u."
+                              "safetensors\"", i ? ", " : "", i, i, n);
+    k += (size_t)snprintf(ix + k, cap - k, "}}");
+    *len = k;
+    return ix;
+}
+
+/* A shard index naming more shard files than a vault may have sources is
+ * refused, naming the bound; one at the bound is read through to its
+ * first missing shard (the parse is linear in the shards). */
+static void shard_index_over_65536_shards_refused(void **state)
+{
+    (void)state;
+    size_t n;
+    char *ix = index_of_shards(100000, &n);
+    pack_st_index out;
+    int rc = pack_st_parse_index(ix, n, "big.index.json", &out);
+    if (rc != SMOE_ECOUNT)
+        fail_msg("100000 shards: expected SMOE_ECOUNT, got %s: %s", smoe_err_name(rc),
+                 rc < 0 ? smoe_last_error() : "accepted");
+    tu_expect_contains(smoe_last_error(), "big.index.json");
+    tu_expect_contains(smoe_last_error(), "65536");
+    free(ix);
+    ix = index_of_shards(65536, &n);
+    FILE *f = fopen(path("model.safetensors.index.json"), "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ix, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    expect_failure(path("model.safetensors.index.json"), SMOE_ENOENT, "missing shard",
+                   "model-000000-of-065536.safetensors");
+    free(ix);
+}
+
 /* `smoe pack` or `smoe index` on SOURCE, bounded: a hang is killed after 20 s
  * (and then fails the test). The exit status and stderr are checked. */
 static void expect_tool_refuses(const char *cmd, const char *source, const char *w1,
@@ -1186,6 +1230,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_packed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
         cmocka_unit_test_setup_teardown(pack_fifo_shard_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(shard_index_over_65536_shards_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
