@@ -144,7 +144,7 @@ int smoe__io_close(const smoe__io *io, int fd)
 int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
                        uint64_t off, const atomic_int *stop, int *err_no)
 {
-    smoe__io_fail why = {0, 0, 0, 0, 0};
+    smoe__io_fail why = {0, 0, 0, 0, 0, 0};
     int r = smoe__io_read_full_ex(io, fd, buf, n, off, 0, stop, &why);
     *err_no = why.eno;
     return r;
@@ -153,7 +153,7 @@ int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
 static int read_failed(smoe__io_fail *why, int rc, uint64_t off, size_t n, int eno,
                        int tries)
 {
-    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries, 0};
+    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries, 0, 0};
     return rc;
 }
 

@@ -137,6 +137,9 @@ typedef struct smoe__io_fail {
     uint32_t tries; /* attempts there, the last included; SMOE__IO_MAX_STALLS: retries used up */
     uint32_t file;  /* which file, set by the caller (extent.c): 0 the vault, i + 1 an index
                        vault's source i */
+    uint32_t copy;  /* which copies of a packed vault it is in, set by the caller
+                       (replica_read.c): bit i for copy i (0 the vault, i replica i); 0 when
+                       not known */
 } smoe__io_fail;
 
 /*
