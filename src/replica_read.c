@@ -128,11 +128,16 @@ static void back_in_use(struct smoe_stream *s, uint32_t i, const char *why)
                   i ? c->path : s->vault.path, why);
 }
 
-/* A read of `bytes` on copy i succeeded. */
-static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes)
+/* A read of `bytes` on copy i succeeded; probe: it was set aside when the
+ * read was given to it (a probe, or every copy in use had failed). Only
+ * such a read puts it back in use: one that was in flight when the copy
+ * was set aside says nothing new (a copy set aside for wrong bytes reads
+ * well). */
+static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes, int probe)
 {
     counted(&s->rep.r[i], bytes);
-    back_in_use(s, i, "a read succeeded");
+    if (probe)
+        back_in_use(s, i, "a read succeeded");
 }
 
 /* Set copy i aside at time t, unless it is already (a probe failed): 1 if
@@ -206,13 +211,15 @@ int smoe__replica_read(struct smoe_stream *s, const smoe__worker *wk, void *buf,
             i = pick(s, wk->id, tried, n, t0);
         tried |= 1u << i;
         smoe__replica *c = &s->rep.r[i];
+        /* relaxed: a hint (file comment) */
+        const int probe = atomic_load_explicit(&c->aside_until, RELAXED) != 0;
         busy_event(c, t0, 1, n, 0);
         err = smoe__io_read_full_ex(s->io, c->fd[wk->id], buf, (size_t)n, off,
                                     c->align[wk->id], &s->stop, why);
         uint64_t t1 = smoe__now_ns();
         busy_event(c, t1, 0, n, err ? 0 : n);
         if (err == 0) {
-            succeeded(s, i, n);
+            succeeded(s, i, n, probe);
             return 0;
         }
         if (err == SMOE_ESHUTDOWN)
