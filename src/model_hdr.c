@@ -1,7 +1,7 @@
 /*
  * model_hdr.c - what both source header parsers share (model_hdr.h): the
- * list of tensor data spans, its ordering and overlap check, the lookup of
- * the span holding an extent, and the dispatch by kind.
+ * list of tensor data spans, its ordering and overlap check, and the
+ * lookup of the span holding an extent.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,7 +12,6 @@
 #include "smoe/smoe.h"
 #include "alloc.h"
 #include "model_hdr.h"
-#include "vault.h"
 
 int smoe__hdr_fail(smoe__model_hdr *h, int code, const char *fmt, ...)
 {
@@ -80,14 +79,4 @@ void smoe__model_hdr_free(smoe__model_hdr *h)
 {
     free(h->spans);
     memset(h, 0, sizeof *h);
-}
-
-int smoe__model_hdr_parse(uint32_t kind, const uint8_t *b, size_t n, uint64_t file_size,
-                          smoe__model_hdr *h)
-{
-    if (n > file_size)
-        n = (size_t)file_size;
-    int rc = kind == SMOE__V2_KIND_GGUF ? smoe__gguf_hdr_parse(b, n, file_size, h)
-                                        : smoe__st_hdr_parse(b, n, file_size, h);
-    return rc == 0 ? smoe__hdr_finish(h) : rc;
 }
