@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "pack.h"
+#include "model_hdr.h"
 #include "pack_fixtures.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
@@ -484,6 +485,74 @@ static void index_source_name_form(void **state)
     fx_free(&m);
 }
 
+/* ---- the library's header parsers against smoe index's ------------------ */
+
+/* File f parsed by smoe index's reader and by the library's: the same
+ * header size, and the same tensors (their non-empty data). */
+static void same_headers(const char *f, int gguf)
+{
+    pack_source ps;
+    pack_source_init(&ps);
+    int rc = gguf ? pack_gguf_load_file(&ps, f) : pack_st_load_file(&ps, f);
+    if (rc)
+        fail_msg("%s: %s", f, smoe_last_error());
+    uint64_t n;
+    unsigned char *b = tu_read_file(f, &n);
+    smoe__model_hdr h;
+    memset(&h, 0, sizeof h);
+    rc = smoe__model_hdr_parse(gguf ? SMOE__V2_KIND_GGUF : SMOE__V2_KIND_SAFETENSORS, b,
+                               (size_t)n, n, &h);
+    if (rc)
+        fail_msg("%s: the library's parser refuses what smoe index reads: %s", f, h.why);
+    assert_int_equal(h.header_end, ps.files[0].header_bytes);
+    size_t k = 0;
+    for (size_t i = 0; i < ps.n_tensors; i++) {
+        const pack_tensor *t = &ps.tensors[i];
+        if (!t->nbytes)
+            continue;
+        const smoe__tspan *sp = smoe__hdr_find(&h, t->offset, t->nbytes);
+        if (!sp || sp->begin != t->offset || sp->end != t->offset + t->nbytes)
+            fail_msg("%s: tensor '%s' [%" PRIu64 ", +%" PRIu64 ") not found alike", f, t->name,
+                     t->offset, t->nbytes);
+        k++;
+    }
+    assert_int_equal(k, h.n);
+    smoe__model_hdr_free(&h);
+    free(b);
+    pack_source_free(&ps);
+}
+
+/* Every fixture model family smoe index reads: the library accepts its
+ * header as smoe index reads it, so no real model is refused at open. */
+static void index_header_parsers_agree(void **state)
+{
+    (void)state;
+    void (*st_models[])(fx_model *) = {fx_model_switch_mlp, fx_model_gpt_oss, fx_model_mlx,
+                                       fx_model_jetmoe};
+    for (size_t i = 0; i < sizeof st_models / sizeof st_models[0] + 3; i++) {
+        fx_model m = {0};
+        if (i < sizeof st_models / sizeof st_models[0])
+            st_models[i](&m);
+        else if (i == sizeof st_models / sizeof st_models[0])
+            fx_model_qwen(&m, 4);
+        else
+            fx_model_nemotron_h(&m, (int)(i & 1));
+        assert_int_equal(fx_write_st(path("a.safetensors"), &m, 0, m.n, NULL), 0);
+        same_headers(path("a.safetensors"), 0);
+        /* An odd header length: every tensor at an odd offset. */
+        assert_int_equal(fx_write_st_pad(path("b.safetensors"), &m, 0, m.n, NULL, 5), 0);
+        same_headers(path("b.safetensors"), 0);
+        fx_free(&m);
+    }
+    for (int mixed = 0; mixed < 2; mixed++) {
+        fx_model m = {0};
+        fx_model_gguf(&m, mixed);
+        assert_int_equal(fx_write_gguf(path("a.gguf"), &m, FX_GGUF_KV, 4, mixed ? 64 : 0), 0);
+        same_headers(path("a.gguf"), 1);
+        fx_free(&m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(index_extent_outside_tensor_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(index_source_kind_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(index_source_name_form, setup, teardown),
+        cmocka_unit_test_setup_teardown(index_header_parsers_agree, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
