@@ -191,8 +191,7 @@ static int fixed_header(gcur *c, uint64_t *nt, uint64_t *nkv)
     if (rc)
         return rc;
     if (memcmp(c->b, "GGUF", 4))
-        return smoe__hdr_fail(c->h, SMOE_EMAGIC, "no GGUF magic number: its first bytes are "
-                              "%02x %02x %02x %02x", c->b[0], c->b[1], c->b[2], c->b[3]);
+        return smoe__hdr_fail(c->h, SMOE_EMAGIC, "no GGUF magic number ('GGUF' at byte 0)");
     uint64_t version = le(c->b + 4, 4);
     if (version != 2 && version != 3)
         return smoe__hdr_fail(c->h, SMOE_EVERSION, "GGUF version %" PRIu64 ", expected 2 or 3 "

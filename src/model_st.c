@@ -10,7 +10,9 @@
  * JSON library: it reads only the N bytes, keeps no tree, nests at most a
  * few levels, takes integers only where offsets and dimensions go, and
  * refuses a field twice in a tensor's object. Fields it does not know are
- * skipped, as the format's reference reader does.
+ * skipped, as the format's reference reader does. Messages say where and
+ * what was expected; they quote no byte of a file that is not plainly a
+ * safetensors file (a length in bounds, then a JSON object).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -153,11 +155,15 @@ int smoe__st_hdr_parse(const uint8_t *b, size_t n, uint64_t file_size, smoe__mod
         return SMOE__HDR_MORE;
     uint64_t len = smoe__le64(b);
     if (len > ST_HEADER_MAX)
-        return smoe__hdr_fail(h, SMOE_EFORMAT, "its first 8 bytes give a header length of %"
-                              PRIu64 ", over the format's %llu", len, ST_HEADER_MAX);
+        return smoe__hdr_fail(h, SMOE_EFORMAT, "its first 8 bytes give a header length over "
+                              "the format's limit of %llu bytes", ST_HEADER_MAX);
     if (len > file_size - 8)
-        return smoe__hdr_fail(h, SMOE_ETRUNC, "header length %" PRIu64 " runs past the end "
-                              "of the file (%" PRIu64 " bytes)", len, file_size);
+        return smoe__hdr_fail(h, SMOE_ETRUNC, "its first 8 bytes give a header length that "
+                              "runs past the end of the file (%" PRIu64 " bytes)", file_size);
+    /* Its first byte now: a file that only starts like one is not read on. */
+    if (len < 2 || (n > 8 && b[8] != '{'))
+        return smoe__hdr_fail(h, SMOE_EFORMAT, "its header (%" PRIu64 " bytes from byte 8) "
+                              "is not a JSON object", len);
     h->header_end = 8 + len;
     if (n < 8 + len)
         return SMOE__HDR_MORE;
