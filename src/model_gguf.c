@@ -49,8 +49,8 @@ static int need(gcur *c, uint64_t k, const char *what)
 static uint64_t le(const uint8_t *p, unsigned bytes)
 {
     uint64_t v = 0;
-    for (unsigned i = bytes; i-- > 0;)
-        v = v << 8 | p[i];
+    for (unsigned i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
@@ -172,9 +172,10 @@ static int tensor_info(gcur *c, uint64_t i, uint32_t align, uint64_t *off, uint6
     }
     if ((rc = rd(c, 4, &type, "a tensor info")) || (rc = rd(c, 8, off, "a tensor info")))
         return rc;
-    uint32_t dtype = SMOE_DTYPE_GGML((uint32_t)type);
+    uint32_t dtype = type < 0x100 ? SMOE_DTYPE_GGML((uint32_t)type) : SMOE_DTYPE_UNKNOWN;
     *bytes = elems ? smoe__dtype_bytes(dtype, shape, (uint32_t)nd, 0, 0) : 0;
-    if (type >= 0x100 || !strcmp(smoe_dtype_name(dtype), "?") || (elems && !*bytes))
+    if (dtype == SMOE_DTYPE_UNKNOWN || !strcmp(smoe_dtype_name(dtype), "?") ||
+        (elems && !*bytes))
         return smoe__hdr_fail(c->h, SMOE_EFORMAT, "tensor info %" PRIu64 " '%.*s': ggml type %"
                               PRIu64 " unknown, or its shape not whole blocks of it", i,
                               (int)(nlen > 200 ? 200 : nlen), (const char *)name, type);

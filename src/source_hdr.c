@@ -99,7 +99,8 @@ static int parse_header(const smoe__vault *v, uint32_t i, const smoe__io *io, in
                               s->name, path, kind_name(s->kind), s->kind, h->why);
         if ((h->header_end && h->header_end != s->header_bytes) || have == limit)
             return extent_mismatch(v, i, path, h, 0);
-        want = have * 2 < limit ? have * 2 : limit;
+        /* A safetensors file has said its header's size: read just that. */
+        want = h->header_end ? (size_t)h->header_end : have * 2 < limit ? have * 2 : limit;
     }
 }
 
