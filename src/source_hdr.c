@@ -120,8 +120,8 @@ int smoe__source_header(const smoe__vault *v, uint32_t i, const smoe__io *io, in
                             ", recorded %016" PRIx64 " (index it again)", v->path, i, s->name,
                             st->path, s->header_bytes, st->header_hash, s->header_hash);
     }
-    if (io->drop_cache)
-        io->drop_cache(io, fd, 0, s->header_bytes);
+    if (io->drop_cache) /* what parse_header may have read */
+        io->drop_cache(io, fd, 0, s->header_bytes > FIRST_READ ? s->header_bytes : FIRST_READ);
     free(buf);
     return rc;
 }
