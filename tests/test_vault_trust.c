@@ -5,9 +5,12 @@
  * or whose recorded header is one byte, or whose extent lies in no tensor
  * of its file: smoe_open refuses it naming the vault, the source (index
  * and path), the field and what was expected, and no claim returns a byte
- * of the file; `smoe inspect` and `smoe verify` refuse it too. Source
- * names must have the form `smoe index` writes (leading `..` components,
- * then a path downward). And a good vault of each kind still opens.
+ * of the file; `smoe inspect` and `smoe verify` refuse it too. Likewise a
+ * GGUF source's extent starting in the padding before its data, and a
+ * source of the other kind. Source names must have the form `smoe index`
+ * writes (leading `..` components, then a path downward). The library's
+ * header parsers agree with smoe index's on every fixture family, and a
+ * good vault of each kind still opens.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -411,6 +414,33 @@ static void index_extent_outside_tensor_refused(void **state)
     fx_free(&m);
 }
 
+/* A GGUF: an extent starting in the padding between the tensor infos and
+ * the data section (the source's align lowered to 1 to let it), running
+ * into the first tensor: in no one tensor. And its header_bytes of 1. */
+static void index_gguf_extent_in_padding_refused(void **state)
+{
+    (void)state;
+    fx_model g = {0};
+    fx_model_gguf(&g, 0);
+    assert_int_equal(fx_write_gguf(path("model.gguf"), &g, FX_GGUF_KV, 4, 0), 0);
+    index_model(path("model.gguf"), path("g.smoe"), 1);
+    const uint64_t S = tu_read_u64(path("g.smoe"), TU_H2_SOURCE_OFFSET);
+    const uint64_t X = tu_read_u64(path("g.smoe"), TU_H2_EXTENT_OFFSET);
+    const uint64_t hdr = tu_read_u64(path("g.smoe"), S + TU_S_HEADER_BYTES);
+    assert_true(hdr % 32 != 0); /* padding follows the tensor infos */
+    copy_file(path("g.smoe"), path("bad.smoe"));
+    tu_patch_u32(path("bad.smoe"), S + TU_S_ALIGN, 1);
+    tu_patch_u64(path("bad.smoe"), X + TU_X_OFFSET, hdr);
+    tu_fix_checksum(path("bad.smoe"));
+    expect_refused(path("bad.smoe"), path("model.gguf"), SMOE_ERANGE, "extent 0", "source 0",
+                   "not inside the data of one tensor", NULL);
+    copy_file(path("g.smoe"), path("bad.smoe"));
+    craft_source(path("bad.smoe"), NULL, path("model.gguf"), 1);
+    expect_refused(path("bad.smoe"), path("model.gguf"), SMOE_ESOURCE, "source 0",
+                   "header_bytes", "key-values and tensor infos", NULL);
+    fx_free(&g);
+}
+
 /* The kind is the file's, not the name's: a GGUF source replaced by a
  * safetensors file of the same size, and a safetensors one by a GGUF. */
 static void index_source_kind_checked(void **state)
@@ -560,6 +590,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(index_symlink_to_non_model_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(index_header_bytes_must_cover_header, setup, teardown),
         cmocka_unit_test_setup_teardown(index_extent_outside_tensor_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(index_gguf_extent_in_padding_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(index_source_kind_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(index_source_name_form, setup, teardown),
         cmocka_unit_test_setup_teardown(index_header_parsers_agree, setup, teardown),
