@@ -76,7 +76,8 @@ static int extent_mismatch(const smoe__vault *v, uint32_t i, const char *path,
 }
 
 /* Read and parse source i's header through fd into *h, no further than
- * the recorded header_bytes; *buf holds them after. */
+ * the larger of 64 KiB and the recorded header_bytes; *buf holds what was
+ * read. */
 static int parse_header(const smoe__vault *v, uint32_t i, const smoe__io *io, int fd,
                         const char *path, unsigned char **buf, smoe__model_hdr *h)
 {
@@ -93,8 +94,11 @@ static int parse_header(const smoe__vault *v, uint32_t i, const smoe__io *io, in
         rc = smoe__model_hdr_parse(s->kind, *buf, have, s->size, h);
         if (rc == 0)
             return h->header_end == s->header_bytes ? 0 : extent_mismatch(v, i, path, h, 1);
+        if (rc == SMOE_ENOMEM)
+            return smoe__fail(rc, SRC_FMT "checking its header: %s", v->path, i, s->name, path,
+                              h->why);
         if (rc < 0)
-            return smoe__fail(rc == SMOE_ENOMEM ? rc : SMOE_ESOURCE, SRC_FMT "not a %s file, "
+            return smoe__fail(SMOE_ESOURCE, SRC_FMT "not a %s file, "
                               "as the vault's field kind (%" PRIu32 ") says: %s", v->path, i,
                               s->name, path, kind_name(s->kind), s->kind, h->why);
         if ((h->header_end && h->header_end != s->header_bytes) || have == limit)
