@@ -323,9 +323,14 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * An index vault (version 2, written by `smoe index`: its experts are byte
  * ranges of the GGUF or safetensors files it names) needs
  * SMOE_OPEN_EXTENTS, else SMOE_ENOTSUP. Open then checks each source file
- * against the vault's record: a missing one, or one whose size or header
- * hash differs, is SMOE_ESOURCE naming the file; a changed modification
- * time alone is a warning through log_fn. Its workers read the sources
+ * against the vault's record and against itself: a missing one, one whose
+ * size or header hash differs, one that is not of its recorded kind (its
+ * own GGUF or safetensors header parsed), or whose recorded header is not
+ * exactly its header, is SMOE_ESOURCE naming the file; an extent that is
+ * not inside the data of one tensor that header declares is SMOE_ERANGE
+ * (docs/security.md: a vault can make the library read tensor data of the
+ * model files it names, nothing else); a changed modification time alone
+ * is a warning through log_fn. Its workers read the sources
  * through descriptors opened here, one per source and worker while a
  * quarter of RLIMIT_NOFILE allows, fewer and shared beyond
  * (docs/decisions.md).
