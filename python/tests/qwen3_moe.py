@@ -154,19 +154,25 @@ class Attention(nn.Module):
         theta = c.get("rope_parameters", {}).get("rope_theta", c.get("rope_theta", 10000.0))
         self.inv_freq = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float) / d)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
         B, T, _ = x.shape
+        past = cache[0].shape[2] if cache else 0
         q = self.q_norm(self.q_proj(x).view(B, T, self.nh, self.d)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(B, T, self.nkv, self.d)).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.nkv, self.d).transpose(1, 2)
-        f = torch.arange(T, dtype=torch.float)[:, None] * self.inv_freq[None]
+        f = torch.arange(past, past + T, dtype=torch.float)[:, None] * self.inv_freq[None]
         emb = torch.cat((f, f), dim=-1)
         cos, sin = emb.cos(), emb.sin()
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        if cache is not None:  # decoding: keys and values of earlier positions
+            if cache:
+                k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+            cache[:] = [k, v]
         rep = self.nh // self.nkv
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         s = (q @ k.transpose(-1, -2)) / self.d ** 0.5
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        S = past + T
+        s = s.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(past + 1), float("-inf"))
         y = F.softmax(s, dim=-1) @ v
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 
@@ -181,8 +187,8 @@ class DecoderLayer(nn.Module):
         self.mlp = SparseMoe(H, c["moe_intermediate_size"], c["num_experts"],
                              c["num_experts_per_tok"])
 
-    def forward(self, x):
-        x = x + self.self_attn(self.input_layernorm(x))
+    def forward(self, x, cache=None):
+        x = x + self.self_attn(self.input_layernorm(x), cache)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -207,20 +213,22 @@ class Qwen3Moe(nn.Module):
         self.model = Inner(c)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
 
-    def forward(self, ids):
+    def forward(self, ids, caches=None):
+        """caches: a list per layer (empty at the start) to decode with."""
         x = self.model.embed_tokens(ids)
-        for layer in self.model.layers:
-            x = layer(x)
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, caches[i] if caches is not None else None)
         return self.lm_head(self.model.norm(x))
 
 
-def load_fixture():
-    """The fixture as Qwen3Moe, float32 (its bf16 weights widened)."""
-    with open(fixture("config.json")) as f:
+def load_fixture(path=FIXTURE):
+    """The fixture (or another checkpoint directory of the kind) as
+    Qwen3Moe, float32 (its bf16 weights widened)."""
+    with open(os.path.join(path, "config.json")) as f:
         c = json.load(f)
     c.setdefault("num_experts", c.get("num_local_experts"))
     m = Qwen3Moe(c)
-    ts = safetensors_tensors(fixture("model.safetensors"))
+    ts = safetensors_tensors(os.path.join(path, "model.safetensors"))
     E = c["num_experts"]
     state = {}
     for k, (dt, shape, raw) in ts.items():
