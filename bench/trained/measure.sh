@@ -26,34 +26,43 @@ for m in fixture large; do
     [ -e "$out/$m-st.smoe" ] || "$SMOE_TOOL" pack --quiet --out "$out/$m-st.smoe" "$src/$m/model.safetensors" > /dev/null
 done
 
-echo "## smoe-llama --lookahead (decode of 128 tokens after 64 bytes of held-out text)"
+sections=${SECTIONS:-llama python traces}
+case " $sections " in *" llama "*)
+echo "## smoe-llama --lookahead (decode of 128 tokens after 64 bytes of held-out text; ${REPS:-3} runs each, off and on alternating)"
 prompt=$(head -c 64 "$repo/python/smoe_stream/stream.py")
 for m in fixture large; do
     entries=$("$SMOE_TOOL" inspect "$out/$m.smoe" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
     for pct in 10 25 50; do
         slots=$(( (entries * pct + 50) / 100 ))
-        for look in off on; do
-            flag=; [ $look = on ] && flag=--lookahead
-            j=$out/llama-$m-$pct-$look.json
-            "$SMOE_LLAMA" --model "$src/$m-bf16.gguf" --vault "$out/$m.smoe" --ring-slots $slots \
-                --prompt "$prompt" --n-predict 128 --ignore-eos --threads 2 $flag \
-                --stats-json $j > /dev/null 2> $j.err
-            tps=$(sed -n 's/.*decode \([0-9.]*\) tokens\/s.*/\1/p' $j.err)
-            echo "llama $m ring $pct% ($slots slots) lookahead $look: hit_rate $(field $j hit_rate)" \
-                 "wait_ms $(awk -v w=$(field $j wait_ns) 'BEGIN { printf "%.2f", w / 1e6 }')" \
-                 "(whole run, 192 tokens) bytes_read $(field $j bytes_read) decode_tok/s $tps" \
-                 "recall $(field $j lookahead_recall)"
+        for rep in $(seq ${REPS:-3}); do
+            for look in off on; do
+                flag=; [ $look = on ] && flag=--lookahead
+                j=$out/llama-$m-$pct-$look-$rep.json
+                "$SMOE_LLAMA" --model "$src/$m-bf16.gguf" --vault "$out/$m.smoe" \
+                    --ring-slots $slots --prompt "$prompt" --n-predict 128 --ignore-eos \
+                    --threads 2 $flag --stats-json $j > /dev/null 2> $j.err
+                tps=$(sed -n 's/.*decode \([0-9.]*\) tokens\/s.*/\1/p' $j.err)
+                echo "llama $m $pct% $slots $look $rep hit_rate $(field $j hit_rate)" \
+                     "wait_ms_per_token $(awk -v w=$(field $j wait_ns) 'BEGIN { printf "%.3f", w / 1e6 / 192 }')" \
+                     "bytes_read_per_token $(( $(field $j bytes_read) / 192 )) decode_tok/s $tps" \
+                     "recall $(field $j lookahead_recall)"
+            done
         done
     done
 done
+;; esac
 
+case " $sections " in *" python "*)
 echo "## python stream_experts (decode of 128 tokens after 64 bytes of held-out text)"
 for m in fixture large; do
     "$py" "$here/python_bench.py" "$src/$m" "$out/$m-st.smoe" --decode 128
 done
 
-rec_fixture=$(field "$out/llama-fixture-25-on.json" lookahead_recall)
-rec_large=$(field "$out/llama-large-25-on.json" lookahead_recall)
+;; esac
+
+case " $sections " in *" traces "*)
+rec_fixture=$(field "$out/llama-fixture-25-on-1.json" lookahead_recall)
+rec_large=$(field "$out/llama-large-25-on-1.json" lookahead_recall)
 echo "## smoe sim (Belady beside the history policies) and smoe bench (--spec-recall)"
 for t in "$src/fixture.trace.gz:$out/fixture.smoe:$rec_fixture" \
          "$src/large.trace.gz:$out/large.smoe:$rec_large" \
@@ -71,3 +80,4 @@ for t in "$src/fixture.trace.gz:$out/fixture.smoe:$rec_fixture" \
             --tokens 1024 --spec-recall "$recall" 2>&1 | grep -E "^(smoe |smoe\+|offline)"
     done
 done
+;; esac
