@@ -14,7 +14,7 @@ EOS
 chmod +x "$work/after.sh"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 PYTHONUNBUFFERED=1 python3 "$here/train.py" --out "$work" --after "$work/after.sh" \
-    --seconds-fixture "${FIXTURE_S:-100}" --seconds-large "${LARGE_S:-300}" --text-mb 300 \
+    --seconds-fixture "${FIXTURE_S:-100}" --seconds-large "${LARGE_S:-330}" --text-mb 300 \
     > "$OUT/figures.jsonl" 2> "$OUT/train.log"
 rc=$?
 for i in $(seq 60); do
