@@ -167,6 +167,8 @@ class _Fused(_Patched):
 
     def run(self, ids, call):
         tensors = self.gather(ids)
+        if self.h.lookahead is not None:
+            self.h.lookahead.after_demand(self.layer)
         m = self.module
         had_n = "num_experts" in m.__dict__
         old_n = m.__dict__.get("num_experts")
@@ -258,6 +260,8 @@ class _PerExpert(_Patched):
         ids = _chosen(out, self.top_k)
         if ids:
             self.h.store.prefetch(self.layer, ids)
+        if self.h.lookahead is not None:
+            self.h.lookahead.after_demand(self.layer)
 
     def _expert_forward(self, i, ex, orig):
         def forward(*args, **kwargs):

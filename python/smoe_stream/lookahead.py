@@ -4,6 +4,10 @@ to be computed, guess layer L+1's experts from the hidden state at hand and
 pass them to the library as hints (smoe_prefetch_hint), so that their reads
 overlap layer L's experts and layer L+1's attention.
 
+When: the guess is made as layer L's post-attention norm runs and hinted
+once layer L's experts are claimed (its demand goes first), before they
+compute.
+
 The hidden state: the input of layer L's post-attention norm, the residual
 stream after L's attention. Layer L+1's router really sees that plus L's
 MoE output and L+1's attention, normalised by L+1's norm; the lookahead
@@ -77,6 +81,7 @@ class Lookahead:
         self.true = [0] * top_k
         self.n_hints = self.n_layers = self.demanded = self.hit = 0
         self.pending = {}  # layer -> [T, k] guesses waiting for that layer's routing
+        self.unhinted = {}  # layer L -> (L + 1, guesses) to hint once L's experts are claimed
         self.hooks = []
         by_index = {}
         for i, layer in enumerate(layers):
@@ -108,9 +113,17 @@ class Lookahead:
                     logits = logits + b.float()
                 guess = torch.topk(logits, min(self.k, logits.shape[-1]), dim=-1).indices.cpu()
             self.pending[nxt] = guess
-            self._hint(nxt, guess)
+            self.unhinted[nxt - 1] = (nxt, guess)
             return None
         return hook
+
+    def after_demand(self, layer):
+        """Layer `layer`'s experts are claimed (its demand went first): hint
+        the guesses made for the next layer, as smoe-llama does at the same
+        point, so that their reads overlap this layer's expert compute."""
+        got = self.unhinted.pop(layer, None)
+        if got is not None:
+            self._hint(*got)
 
     def _hint(self, layer, guess):
         p_rank = [(self.true[r] + 1) / (self.hints[r] + 2) for r in range(guess.shape[1])]
