@@ -221,7 +221,10 @@ static void reads_spread(void **state)
     rx *x = rx_new();
     fault_io_install(&fio);
     fio.target = x->copy;
-    atomic_store(&fio.delay_us, 300); /* reads overlap, as a drive's do */
+    /* reads overlap, as a drive's do; long enough that each copy is busy
+     * for more than one throughput window (SMOE__REPLICA_WINDOW_NS), so
+     * that both report a rate however the reads overlap */
+    atomic_store(&fio.delay_us, 1500);
     smoe_stream *s = open_ok(x, 4, 0);
     read_layers(s, x->f, 0, L);
     smoe_stats st = tu_stats(s);
