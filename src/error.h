@@ -2,9 +2,7 @@
 #ifndef SMOE_ERROR_H
 #define SMOE_ERROR_H
 
-#if defined(__MINGW32__) /* "printf" there means Microsoft's; formats are MinGW's own */
-#define SMOE__PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
-#elif defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__) || defined(__clang__)
 #define SMOE__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define SMOE__PRINTF(a, b)

@@ -6,9 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#if defined(__MINGW32__) /* "printf" there means Microsoft's; formats are MinGW's own */
-#define TOOL_PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
-#elif defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__) || defined(__clang__)
 #define TOOL_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define TOOL_PRINTF(a, b)
