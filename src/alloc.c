@@ -38,6 +38,11 @@ void *smoe__aligned_alloc(size_t align, size_t n)
     return smoe__alloc_refused() ? NULL : smoe__os_aligned_alloc(align, n);
 }
 
+void smoe__aligned_free(void *p)
+{
+    smoe__os_aligned_free(p);
+}
+
 void smoe__alloc_fail(uint64_t nth, int from)
 {
     /* relaxed: set while no other thread allocates (see alloc.h) */

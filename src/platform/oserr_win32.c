@@ -1,14 +1,17 @@
 /*
  * oserr_win32.c - Windows errors: the errno nearest each (what the file
  * calls of io.h return), and the error itself kept per thread so that the
- * failure message made next names it (oserr.h, win32.h).
+ * failure message made next names it (smoe__fail_note, error.h), as
+ * " (Windows error 5 ERROR_ACCESS_DENIED: Access is denied.)": when the
+ * message tells of the failure, that is contains the strerror text of the
+ * errno it was mapped to.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <windows.h>
 
-#include "oserr.h"
+#include "error.h"
 #include "win32.h"
 
 /* The calling thread's last failed call (0: none to tell) and the errno it
@@ -60,8 +63,12 @@ static const struct {
     {ERROR_PRIVILEGE_NOT_HELD, EPERM, "ERROR_PRIVILEGE_NOT_HELD"},
 };
 
+static void os_error_note(const char *msg, char *buf, size_t cap);
+
 int smoe__win_fail(unsigned long err)
 {
+    /* relaxed: a constant; the note reads only this thread's own record */
+    atomic_store_explicit(&smoe__fail_note, os_error_note, memory_order_relaxed);
     last_err = (DWORD)err;
     last_eno = EIO; /* an error without a nearer errno */
     for (size_t i = 0; i < sizeof errs / sizeof *errs; i++)
@@ -75,7 +82,7 @@ int smoe__win_last(void)
     return smoe__win_fail(GetLastError());
 }
 
-void smoe__os_error_note(const char *msg, char *buf, size_t cap)
+static void os_error_note(const char *msg, char *buf, size_t cap)
 {
     DWORD err = last_err;
     last_err = 0;

@@ -4,6 +4,7 @@
  * the library still loads on older systems and under Wine versions without
  * it.
  */
+#include <string.h>
 #include <windows.h>
 
 #include "thread.h"

@@ -2,7 +2,7 @@
  * win32.h - what the Windows files of the platform layer (*_win32.c) share:
  * UTF-8 paths converted for the wide API, descriptors that are handles,
  * and Windows errors mapped to errno values (the io.h convention) while
- * their name is kept for the next failure message (oserr.h).
+ * their name is kept for the next failure message (error.h, smoe__fail_note).
  */
 #ifndef SMOE_WIN32_H
 #define SMOE_WIN32_H
@@ -23,7 +23,7 @@ int smoe__win_utf8(const wchar_t *w, char *buf, int cap);
 #define SMOE__WIN_HANDLE(fd) ((void *)(intptr_t)(fd))
 
 /* The errno value nearest the Windows error err, and err remembered as the
- * calling thread's last failure (for smoe__os_error_note). @return -errno. */
+ * calling thread's last failure (for the failure message). @return -errno. */
 int smoe__win_fail(unsigned long err);
 /* smoe__win_fail(GetLastError()). */
 int smoe__win_last(void);
