@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <xxhash.h>
 
 #include "alloc.h"
 #include "platform/dio.h"
+#include "platform/proc.h"
 #include "error.h"
 #include "extent.h"
 #include "internal.h"
@@ -106,10 +106,8 @@ uint32_t smoe__source_sets(uint32_t nworkers, uint32_t n, uint64_t budget)
 
 static uint64_t fd_budget(void)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return FD_BUDGET_DEFAULT;
-    return (uint64_t)rl.rlim_cur / FD_SHARE;
+    uint64_t open_max = smoe__proc_open_max();
+    return open_max == UINT64_MAX ? FD_BUDGET_DEFAULT : open_max / FD_SHARE;
 }
 
 void smoe__sources_close(struct smoe_stream *s)
@@ -138,7 +136,7 @@ static int probe_direct(struct smoe_stream *s, int fd)
     do
         r = s->io->pread(s->io, fd, buf, SMOE__ALIGN, 0);
     while (r == -EINTR && ++tries < SMOE__IO_MAX_STALLS);
-    free(buf);
+    smoe__aligned_free(buf);
     return r == -EINVAL;
 }
 

@@ -16,6 +16,9 @@
 #      (integrations/llama.cpp/fetch-llama.sh, kept in the cache directory),
 #      build it and smoe-llama (ccache, also in the cache directory), run
 #      the tests against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
+#   7. the Windows cross build (MinGW-w64) and the suite under Wine
+#      (tests/windows/build.sh; cmocka, json-c and zlib for the target and
+#      the Wine prefix kept in ~/.cache/smoe-windows; docs/portability.md)
 #
 # SMOE_CI_STAGES restricts the stages (e.g. "1 2"); SMOE_FUZZ_SECONDS and
 # SMOE_KFAULT_SECONDS change the fuzzing and kernel-fault durations;
@@ -46,7 +49,9 @@ cd "$(dirname "$0")/.."
 # python3-torch, python3-pytest, python3-venv, python3-wheel: the Python
 # binding's tests (ctest -L python; wheel: pip's offline build from
 # pyproject.toml); ccache, git: building llama.cpp and writing its GGUF
-# fixtures (stage 6).
+# fixtures (stage 6); gcc-mingw-w64-x86-64, wine64, wine, dpkg-dev: the
+# Windows cross build, its tests under Wine, and its libraries from Debian's
+# source packages (stage 7).
 # The verdict, the last line of every run: the stages that passed with
 # their times, or the stage that failed (or the package install, before
 # any stage).
@@ -80,9 +85,10 @@ trap verdict EXIT
 npm_pkg=
 command -v npm > /dev/null 2>&1 || npm_pkg=npm
 smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev ccache git \
+    gcc-mingw-w64-x86-64 wine64 wine dpkg-dev \
     python3-numpy python3-torch python3-pytest python3-venv python3-wheel $npm_pkg
 jobs=$(nproc 2>/dev/null || echo 2)
-stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6"}
+stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6 7"}
 want() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 stamp() { echo "== $(date +%H:%M:%S) $*"; }
 
@@ -184,5 +190,11 @@ if want 6; then
     smoe_logged_step "building llama.cpp and smoe-llama" build-llama/build.log \
     cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize
     (cd build-llama && ctest --output-on-failure -L llama)
+    end
+fi
+if want 7; then
+    begin 7 windows "Windows cross build, the suite under Wine"
+    SMOE_REQUIRE_WINDOWS=1 smoe_step "Windows cross build and tests under Wine" \
+        tests/windows/build.sh build/windows
     end
 fi
