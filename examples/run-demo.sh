@@ -2,7 +2,8 @@
 # Install what is missing, build the smoe tool and the decode-loop example
 # (nothing else), generate a 1 GiB vault of random experts and run the
 # decode-loop demo on it; then replay a synthetic routing trace through the
-# ring, the page cache, mmap and direct reads (smoe bench).
+# ring, the page cache, mmap and direct reads (smoe bench), and say in a
+# few sentences what the figures showed (examples/summary.awk).
 #
 # As root, smoe bench makes its comparison at equal memory: it drops the
 # machine's page cache before each mode and runs the page-cache modes in a
@@ -21,7 +22,11 @@ smoe=build/tools/smoe/smoe
 mkdir -p out
 [ -f out/demo.smoe ] ||
     $smoe gen --out out/demo.smoe --layers 16 --experts 64 --blob-bytes 1M --top-k 4
-build/examples/decode_loop out/demo.smoe --tokens 64 --requests 3
+# Output kept for the summary at the end; the pipe's status is tee's, so
+# decode_loop's own is passed through a file.
+{ build/examples/decode_loop out/demo.smoe --tokens 64 --requests 3 && echo 0 > out/demo-decode.rc ||
+    echo $? > out/demo-decode.rc; } | tee out/demo-decode.txt
+[ "$(cat out/demo-decode.rc)" = 0 ] || exit 1
 
 # Replay a synthetic routing trace: the ring against the page cache, mmap and
 # direct reads at equal memory (docs/benchmarks.md).
@@ -42,5 +47,11 @@ else
     root_steps="--no-drop-caches --no-cgroup"
 fi
 # shellcheck disable=SC2086
-$smoe bench --vault out/demo.smoe --trace out/demo.trace.gz --mode all \
-    --memory 25% --tokens 32 $root_steps
+{ $smoe bench --vault out/demo.smoe --trace out/demo.trace.gz --mode all \
+    --memory 25% --tokens 32 $root_steps && echo 0 > out/demo-bench.rc ||
+    echo $? > out/demo-bench.rc; } | tee out/demo-bench.txt
+[ "$(cat out/demo-bench.rc)" = 0 ] || exit 1
+
+# What the two runs showed, in words (examples/summary.awk).
+echo
+awk -f examples/summary.awk out/demo-decode.txt out/demo-bench.txt

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "platform/aligned.h"
 
 /* Set by tests while no stream is open; read at every counted allocation. */
 static _Atomic uint64_t calls, fail_nth;
@@ -34,7 +35,12 @@ void *smoe__realloc(void *p, size_t n)
 
 void *smoe__aligned_alloc(size_t align, size_t n)
 {
-    return smoe__alloc_refused() ? NULL : aligned_alloc(align, n);
+    return smoe__alloc_refused() ? NULL : smoe__os_aligned_alloc(align, n);
+}
+
+void smoe__aligned_free(void *p)
+{
+    smoe__os_aligned_free(p);
 }
 
 void smoe__alloc_fail(uint64_t nth, int from)

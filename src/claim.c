@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fault_text.h"
 #include "internal.h"
 #include "platform/park.h"
 #include "prefetch.h"
@@ -112,47 +113,13 @@ static int claim_once(struct smoe_stream *s, uint32_t layer, uint32_t expert, sm
     }
 }
 
-/* Why a load failed, as the tail of the claim's message ("" if nothing
- * is known beyond the code). */
-static void fault_text(const struct smoe_stream *s, uint32_t key, int r, const smoe__fault *why,
-                       char *buf, size_t n)
-{
-    const smoe__io_fail *f = &why->io;
-    char num[16];
-    buf[0] = 0;
-    if (why->what == SMOE__FAULT_PADDING) {
-        snprintf(buf, n, ": the padding is not zero (byte %llu of the blob, file offset %llu)",
-                 (unsigned long long)(f->off - s->vault.index[key].offset),
-                 (unsigned long long)f->off);
-        return;
-    }
-    if (why->what != SMOE__FAULT_READ)
-        return;
-    int k = 0;
-    if (f->eno)
-        k = snprintf(buf, n, ": %s (%s) at offset %llu, %llu bytes",
-                     smoe__errno_name(f->eno, num), strerror(f->eno),
-                     (unsigned long long)f->off, (unsigned long long)f->len);
-    else if (r == SMOE_ETRUNC)
-        k = snprintf(buf, n, ": the file ends at offset %llu, %llu bytes before the end of "
-                     "the read", (unsigned long long)f->off, (unsigned long long)f->len);
-    else if (r == SMOE_EIO)
-        k = snprintf(buf, n, ": short direct reads made no progress at offset %llu, %llu "
-                     "bytes", (unsigned long long)f->off, (unsigned long long)f->len);
-    if (k > 0 && (size_t)k < n && f->file && f->file <= s->vault.n_sources)
-        k += snprintf(buf + k, n - (size_t)k, " of source %u '%s'", f->file - 1,
-                      s->vault.sources[f->file - 1].name);
-    if (k > 0 && (size_t)k < n && f->tries >= SMOE__IO_MAX_STALLS)
-        snprintf(buf + k, n - (size_t)k, ", after %u attempts (retries used up)", f->tries);
-}
-
 static int claim_error(struct smoe_stream *s, int r, uint32_t layer, uint32_t expert,
                        const smoe__fault *why)
 {
     if (r >= 0 || r == SMOE_EAGAIN || r == SMOE_ENOTRESIDENT)
         return r; /* expected outcomes of a poll: no message */
-    char how[256];
-    fault_text(s, layer * s->vault.experts + expert, r, why, how, sizeof how);
+    char how[768];
+    smoe__fault_text(s, layer * s->vault.experts + expert, r, why, how, sizeof how);
     return smoe__fail(r, "claim: (layer %u, expert %u) of %s: %s%s", layer, expert,
                       s->vault.path, smoe_strerror(r), how);
 }
@@ -179,7 +146,7 @@ SMOE_API int smoe_claim_wait(smoe_stream *s, uint32_t layer, uint32_t expert,
         return r;
     const uint32_t key = layer * s->vault.experts + expert;
     uint64_t t0 = 0, now = 0;
-    smoe__fault why = {SMOE__FAULT_NONE, {0, 0, 0, 0, 0}};
+    smoe__fault why = {SMOE__FAULT_NONE, {0, 0, 0, 0, 0, 0}};
     for (unsigned spins = 0;; spins++) {
         if (atomic_load(&s->stop)) {
             r = smoe__fail(SMOE_ESHUTDOWN, "claim_wait: stream is shut down");

@@ -11,6 +11,8 @@
 #include "error.h"
 #include "internal.h"
 
+_Atomic(smoe__fail_note_fn) smoe__fail_note;
+
 /* Long enough for a path and a field description. */
 static _Thread_local char last_msg[1024];
 
@@ -55,6 +57,12 @@ int smoe__fail(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_msg, sizeof last_msg, fmt, ap);
     va_end(ap);
+    /* relaxed: the note function is a constant once set (error.h) */
+    smoe__fail_note_fn note = atomic_load_explicit(&smoe__fail_note, memory_order_relaxed);
+    if (note) {
+        size_t n = strlen(last_msg);
+        note(last_msg, last_msg + n, sizeof last_msg - n);
+    }
     return code;
 }
 
@@ -74,8 +82,10 @@ const char *smoe__errno_name(int eno, char buf[16])
         {ENOMEM, "ENOMEM"}, {EINVAL, "EINVAL"}, {EBADF, "EBADF"},
         {EFAULT, "EFAULT"}, {ENXIO, "ENXIO"},   {ENODEV, "ENODEV"},
         {ENOSPC, "ENOSPC"}, {EISDIR, "EISDIR"}, {EOVERFLOW, "EOVERFLOW"},
-        {ESTALE, "ESTALE"}, {ETIMEDOUT, "ETIMEDOUT"}, {EACCES, "EACCES"},
-        {EPERM, "EPERM"},
+        {ETIMEDOUT, "ETIMEDOUT"}, {EACCES, "EACCES"}, {EPERM, "EPERM"},
+#ifdef ESTALE /* not in Windows' errno.h */
+        {ESTALE, "ESTALE"},
+#endif
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (names[i].eno == eno)

@@ -8,6 +8,17 @@
 #define SMOE__PRINTF(a, b)
 #endif
 
+#include <stdatomic.h>
+#include <stddef.h>
+
+/* Set by a platform whose errno cannot carry the system's own error
+ * (Windows: oserr_win32.c, at its first failed call): appends that
+ * thread's account of its last failed system call to the failure message
+ * msg (buf: msg's end, cap bytes left). NULL elsewhere. Written once with
+ * the same value by any thread, read by smoe__fail. */
+typedef void (*smoe__fail_note_fn)(const char *msg, char *buf, size_t cap);
+extern _Atomic(smoe__fail_note_fn) smoe__fail_note;
+
 /*
  * Record the calling thread's detailed message and return code, so error
  * paths read `return smoe__fail(SMOE_ETRUNC, "%s: ...", path);`.

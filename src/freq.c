@@ -387,7 +387,7 @@ SMOE_API int smoe_freq_save(smoe_stream *s)
 
 void smoe__freq_free(smoe__freq *f)
 {
-    free(f->count);
+    smoe__aligned_free(f->count);
     free(f->path);
     if (f->lock_init)
         pthread_mutex_destroy(&f->save_lock);

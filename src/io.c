@@ -5,8 +5,10 @@
  * (platform/io_posix.c).
  */
 #include <errno.h>
+#include <string.h>
 
 #include "smoe/smoe.h"
+#include "error.h"
 #include "io.h"
 
 /* Set only by tests, before any stream or writer is opened. */
@@ -113,6 +115,26 @@ const char *smoe__io_type_name(int type)
     }
 }
 
+int smoe__io_open_file(const smoe__io *io, const char *path, unsigned flags, const char *what,
+                       smoe__io_stat *st)
+{
+    int fd = smoe__io_open(io, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK | flags);
+    if (fd < 0)
+        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+    int r = smoe__io_fstat(io, fd, st);
+    if (r < 0)
+        r = smoe__fail(SMOE_ESYS, "%s: cannot examine it (fstat): %s", path, strerror(-r));
+    else if (st->type != SMOE__IO_TYPE_REG && st->type != SMOE__IO_TYPE_BLK)
+        r = smoe__fail(SMOE_EINVAL, "%s: %s%s%s%s, expected a regular file or a block "
+                       "device", path, what ? "not " : "", what ? what : "", what ? ": " : "",
+                       smoe__io_type_name(st->type));
+    if (r < 0) {
+        smoe__io_close(io, fd);
+        return r;
+    }
+    return fd;
+}
+
 int smoe__io_close(const smoe__io *io, int fd)
 {
     int r = io->close(io, fd);
@@ -122,7 +144,7 @@ int smoe__io_close(const smoe__io *io, int fd)
 int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
                        uint64_t off, const atomic_int *stop, int *err_no)
 {
-    smoe__io_fail why = {0, 0, 0, 0, 0};
+    smoe__io_fail why = {0, 0, 0, 0, 0, 0};
     int r = smoe__io_read_full_ex(io, fd, buf, n, off, 0, stop, &why);
     *err_no = why.eno;
     return r;
@@ -131,7 +153,7 @@ int smoe__io_read_full(const smoe__io *io, int fd, void *buf, size_t n,
 static int read_failed(smoe__io_fail *why, int rc, uint64_t off, size_t n, int eno,
                        int tries)
 {
-    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries, 0};
+    *why = (smoe__io_fail){off, n, eno, (uint32_t)tries, 0, 0};
     return rc;
 }
 

@@ -101,6 +101,19 @@ int smoe__io_fstat(const smoe__io *io, int fd, smoe__io_stat *st);
 int smoe__io_link(const smoe__io *io, int fd, const char *path);
 /* "a regular file", "a FIFO (named pipe)", ...: for messages. */
 const char *smoe__io_type_name(int type);
+/*
+ * Open path for reading as a vault is opened: without waiting
+ * (SMOE__IO_NONBLOCK, so that a FIFO without a writer cannot block the open
+ * for ever), then checked to be a regular file or a block device, the only
+ * kinds whose reads end (*st receives what it is). flags: added to
+ * SMOE__IO_RDONLY | SMOE__IO_NONBLOCK (SMOE__IO_DIRECT). what: what the
+ * file should hold, for the message ("a vault"), or NULL.
+ * @return the descriptor; SMOE_ESYS when it cannot be opened or examined,
+ * SMOE_EINVAL when it is another kind of file (a FIFO, a directory, ...),
+ * smoe_last_error() naming path and the kind.
+ */
+int smoe__io_open_file(const smoe__io *io, const char *path, unsigned flags, const char *what,
+                       smoe__io_stat *st);
 /* io->close; -EINTR counts as closed (POSIX leaves the descriptor's state
  * unspecified and Linux always frees it: retrying could close another
  * thread's new descriptor). */
@@ -124,6 +137,9 @@ typedef struct smoe__io_fail {
     uint32_t tries; /* attempts there, the last included; SMOE__IO_MAX_STALLS: retries used up */
     uint32_t file;  /* which file, set by the caller (extent.c): 0 the vault, i + 1 an index
                        vault's source i */
+    uint32_t copy;  /* which copies of a packed vault it is in, set by the caller
+                       (replica_read.c): bit i for copy i (0 the vault, i replica i); 0 when
+                       not known */
 } smoe__io_fail;
 
 /*

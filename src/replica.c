@@ -179,7 +179,7 @@ void smoe__replicas_close(struct smoe_stream *s)
         free(c->align);
         free(c->path);
     }
-    free(s->rep.r);
+    smoe__aligned_free(s->rep.r);
     s->rep.r = NULL;
     s->rep.n = 0;
 }

@@ -7,9 +7,12 @@
  * (vault id, which is the checksum over the header, its declared size and
  * every table) and opened once per worker. A chunk goes to the copy whose
  * queue drains soonest by what each copy has delivered; a read that fails
- * is tried on every other copy before its error is reported; a copy that
- * fails SMOE__REPLICA_STREAK reads in a row is set aside (logged) and tried
- * again retry_ns later, one probing read at a time.
+ * is tried on every other copy before its error is reported, and a blob
+ * that fails its checksum is read again from each copy alone
+ * (blob_check.c); a copy that fails SMOE__REPLICA_STREAK reads in a row, or
+ * whose own bytes fail SMOE__REPLICA_STREAK checksums in a row, is set
+ * aside (logged) and tried again retry_ns later, one probing read at a
+ * time.
  */
 #ifndef SMOE_REPLICA_H
 #define SMOE_REPLICA_H
@@ -39,6 +42,8 @@ typedef struct smoe__replica {
     _Atomic uint64_t aside_until; /* now_ns before which it takes no read; 0: in use */
     _Atomic uint32_t inflight;    /* reads on it now */
     _Atomic uint32_t streak;      /* failed reads in a row */
+    _Atomic uint32_t sum_streak;  /* blobs read from it alone that failed their checksum,
+                                     in a row (smoe__replica_checked) */
     char *path;                  /* owned (copy 0: the vault's path, not owned) */
     int *fd;                     /* per worker; copy 0's are the workers' own */
     uint32_t *align;             /* per worker: its direct I/O boundary; 0: buffered */
@@ -81,6 +86,23 @@ uint32_t smoe__read_align(const struct smoe_stream *s, int fd);
  */
 int smoe__replica_read(struct smoe_stream *s, const struct smoe__worker *wk, void *buf,
                        uint64_t n, uint64_t off, int sequential, smoe__io_fail *why);
+
+/*
+ * Read n bytes at off from copy i alone, counted as smoe__replica_read
+ * counts a read there (a failure toward setting it aside). For a blob that
+ * failed its check, read again copy by copy (blob_check.c): the failure
+ * path, not the hot path, but still no lock and no allocation.
+ * @return 0, SMOE_ESHUTDOWN, or the copy's error (*why says where, its copy
+ * set).
+ */
+int smoe__replica_read_copy(struct smoe_stream *s, const struct smoe__worker *wk, uint32_t i,
+                            void *buf, uint64_t n, uint64_t off, smoe__io_fail *why);
+/*
+ * The blob at off read from copy i alone passed its check (ok) or did not:
+ * SMOE__REPLICA_STREAK failures in a row set the copy aside (logged), as
+ * failed reads do; each counts as a failed read in its statistics.
+ */
+void smoe__replica_checked(struct smoe_stream *s, uint32_t i, int ok, uint64_t off);
 
 /* Count a read of an index vault (one copy: its sources). */
 void smoe__replica_count(struct smoe_stream *s, uint64_t bytes, int failed);

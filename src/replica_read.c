@@ -108,18 +108,48 @@ static void busy_event(smoe__replica *c, uint64_t t, int start, uint64_t n, uint
     atomic_store_explicit(&c->ns_per_mib, old ? old - old / 4 + x / 4 : x, RELAXED);
 }
 
-/* A read of `bytes` on copy i succeeded. */
-static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes)
+/* A read of `bytes` on copy i returned them. */
+static void counted(smoe__replica *c, uint64_t bytes)
 {
-    smoe__replica *c = &s->rep.r[i];
     /* relaxed: counters and hints (file comment) */
     atomic_fetch_add_explicit(&c->reads, 1, RELAXED);
     atomic_fetch_add_explicit(&c->bytes, bytes, RELAXED);
     atomic_store_explicit(&c->streak, 0, RELAXED);
+}
+
+/* Copy i, if set aside, is back in use: `why` it is. */
+static void back_in_use(struct smoe_stream *s, uint32_t i, const char *why)
+{
+    smoe__replica *c = &s->rep.r[i];
+    /* relaxed: a hint (file comment); the exchange makes one caller log */
     if (atomic_load_explicit(&c->aside_until, RELAXED) &&
         atomic_exchange_explicit(&c->aside_until, 0, RELAXED))
-        smoe__log(s, SMOE_LOG_INFO, "replica %u (%s) is back in use: a read succeeded", i,
-                  i ? c->path : s->vault.path);
+        smoe__log(s, SMOE_LOG_INFO, "replica %u (%s) is back in use: %s", i,
+                  i ? c->path : s->vault.path, why);
+}
+
+/* A read of `bytes` on copy i succeeded; probe: it was set aside when the
+ * read was given to it (a probe, or every copy in use had failed). Only
+ * such a read puts it back in use: one that was in flight when the copy
+ * was set aside says nothing new (a copy set aside for wrong bytes reads
+ * well). */
+static void succeeded(struct smoe_stream *s, uint32_t i, uint64_t bytes, int probe)
+{
+    counted(&s->rep.r[i], bytes);
+    if (probe)
+        back_in_use(s, i, "a read succeeded");
+}
+
+/* Set copy i aside at time t, unless it is already (a probe failed): 1 if
+ * this call did, to log it. */
+static int set_aside(struct smoe_stream *s, uint32_t i, uint64_t t)
+{
+    smoe__replica *c = &s->rep.r[i];
+    /* relaxed: counters and hints (file comment) */
+    if (atomic_exchange_explicit(&c->aside_until, t + s->rep.retry_ns, RELAXED))
+        return 0;
+    atomic_fetch_add_explicit(&c->set_aside, 1, RELAXED);
+    return 1;
 }
 
 /* A read on copy i failed at time t; set it aside after a streak. */
@@ -130,16 +160,35 @@ static void failed(struct smoe_stream *s, uint32_t i, uint64_t t, const smoe__io
     /* relaxed: counters and hints (file comment) */
     atomic_fetch_add_explicit(&c->failed, 1, RELAXED);
     uint32_t streak = atomic_fetch_add_explicit(&c->streak, 1, RELAXED) + 1;
-    if (streak < SMOE__REPLICA_STREAK)
+    if (streak < SMOE__REPLICA_STREAK || !set_aside(s, i, t))
         return;
-    if (atomic_exchange_explicit(&c->aside_until, t + s->rep.retry_ns, RELAXED))
-        return; /* already aside: a probe failed */
-    atomic_fetch_add_explicit(&c->set_aside, 1, RELAXED);
     smoe__log(s, SMOE_LOG_WARN, "replica %u (%s) set aside after %u failed reads in a row "
               "(the last: %s, %s at offset %llu); tried again in %llu ms", i,
               i ? c->path : s->vault.path, streak, smoe_err_name(err),
               why->eno ? strerror(why->eno) : "no errno", (unsigned long long)why->off,
               (unsigned long long)(s->rep.retry_ns / 1000000));
+}
+
+void smoe__replica_checked(struct smoe_stream *s, uint32_t i, int ok, uint64_t off)
+{
+    smoe__replica *c = &s->rep.r[i];
+    /* relaxed: counters and hints (file comment). The streak of checksum
+     * failures is apart from the read streak, which each read that returns
+     * bytes clears: a copy whose reads succeed with wrong bytes must still
+     * reach it. Only a blob of its own that passes clears it. */
+    if (ok) {
+        atomic_store_explicit(&c->sum_streak, 0, RELAXED);
+        back_in_use(s, i, "a blob read from it alone passed its checksum");
+        return;
+    }
+    atomic_fetch_add_explicit(&c->failed, 1, RELAXED);
+    uint32_t streak = atomic_fetch_add_explicit(&c->sum_streak, 1, RELAXED) + 1;
+    if (streak < SMOE__REPLICA_STREAK || !set_aside(s, i, smoe__now_ns()))
+        return;
+    smoe__log(s, SMOE_LOG_WARN, "replica %u (%s) set aside after %u blobs in a row failed "
+              "their checksum when read from it alone (the last at offset %llu); tried "
+              "again in %llu ms", i, i ? c->path : s->vault.path, streak,
+              (unsigned long long)off, (unsigned long long)(s->rep.retry_ns / 1000000));
 }
 
 /* A sequential run's own copy (smoe__replica_read), if it is in use. */
@@ -162,19 +211,41 @@ int smoe__replica_read(struct smoe_stream *s, const smoe__worker *wk, void *buf,
             i = pick(s, wk->id, tried, n, t0);
         tried |= 1u << i;
         smoe__replica *c = &s->rep.r[i];
+        /* relaxed: a hint (file comment) */
+        const int probe = atomic_load_explicit(&c->aside_until, RELAXED) != 0;
         busy_event(c, t0, 1, n, 0);
         err = smoe__io_read_full_ex(s->io, c->fd[wk->id], buf, (size_t)n, off,
                                     c->align[wk->id], &s->stop, why);
         uint64_t t1 = smoe__now_ns();
         busy_event(c, t1, 0, n, err ? 0 : n);
         if (err == 0) {
-            succeeded(s, i, n);
+            succeeded(s, i, n, probe);
             return 0;
         }
         if (err == SMOE_ESHUTDOWN)
             return err;
+        why->copy = 1u << i;
         failed(s, i, t1, why, err);
     }
+    return err;
+}
+
+int smoe__replica_read_copy(struct smoe_stream *s, const smoe__worker *wk, uint32_t i,
+                            void *buf, uint64_t n, uint64_t off, smoe__io_fail *why)
+{
+    smoe__replica *c = &s->rep.r[i];
+    busy_event(c, smoe__now_ns(), 1, n, 0);
+    int err = smoe__io_read_full_ex(s->io, c->fd[wk->id], buf, (size_t)n, off,
+                                    c->align[wk->id], &s->stop, why);
+    uint64_t t1 = smoe__now_ns();
+    busy_event(c, t1, 0, n, err ? 0 : n);
+    /* A read that returns bytes leaves a copy set aside where it is: the
+     * check of those bytes decides (smoe__replica_checked). */
+    if (err == 0)
+        counted(c, n);
+    else if (err != SMOE_ESHUTDOWN)
+        failed(s, i, t1, why, err);
+    why->copy = 1u << i;
     return err;
 }
 

@@ -107,6 +107,8 @@ void smoe__slots_init(smoe__ring *r)
         atomic_init(&r->fault[i].tries, 0);
         atomic_init(&r->fault[i].off, 0);
         atomic_init(&r->fault[i].len, 0);
+        atomic_init(&r->fault[i].file, 0);
+        atomic_init(&r->fault[i].copy, 0);
         atomic_init(&r->chunk_next[i], 0);
         atomic_init(&r->chunk_left[i], 0);
     }
@@ -278,7 +280,7 @@ int smoe__slot_take_chunk(struct smoe_stream *s, uint32_t v, uint32_t gen, uint3
 void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t arming, uint32_t what,
                            const smoe__io_fail *f)
 {
-    static const smoe__io_fail none = {0, 0, 0, 0, 0};
+    static const smoe__io_fail none = {0, 0, 0, 0, 0, 0};
     smoe__slot_fault *sf = &s->ring.fault[v];
     if (!f)
         f = &none;
@@ -287,13 +289,14 @@ void smoe__slot_note_fault(struct smoe_stream *s, uint32_t v, uint32_t arming, u
      * the fence orders it before the fields */
     atomic_store_explicit(&sf->seq, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    /* relaxed, all six: [F] (and published with the error by [C], [P]) */
+    /* relaxed, all seven: [F] (and published with the error by [C], [P]) */
     atomic_store_explicit(&sf->what, what, memory_order_relaxed);
     atomic_store_explicit(&sf->eno, f->eno, memory_order_relaxed);
     atomic_store_explicit(&sf->tries, f->tries, memory_order_relaxed);
     atomic_store_explicit(&sf->off, f->off, memory_order_relaxed);
     atomic_store_explicit(&sf->len, f->len, memory_order_relaxed);
     atomic_store_explicit(&sf->file, f->file, memory_order_relaxed);
+    atomic_store_explicit(&sf->copy, f->copy, memory_order_relaxed);
     /* release: [F] */
     atomic_store_explicit(&sf->seq, SMOE__FAULT_SEQ_VALID | arming, memory_order_release);
 }
@@ -360,13 +363,14 @@ static int fault_copy(const smoe__ring *r, uint32_t v, uint32_t arming, smoe__fa
     smoe__slot_fault *sf = &r->fault[v];
     /* acquire: [F], the release store of seq that ended the writing */
     uint32_t seq = atomic_load_explicit(&sf->seq, memory_order_acquire);
-    /* relaxed, all six: [F] */
+    /* relaxed, all seven: [F] */
     why->what = atomic_load_explicit(&sf->what, memory_order_relaxed);
     why->io.eno = atomic_load_explicit(&sf->eno, memory_order_relaxed);
     why->io.tries = atomic_load_explicit(&sf->tries, memory_order_relaxed);
     why->io.off = atomic_load_explicit(&sf->off, memory_order_relaxed);
     why->io.len = atomic_load_explicit(&sf->len, memory_order_relaxed);
     why->io.file = atomic_load_explicit(&sf->file, memory_order_relaxed);
+    why->io.copy = atomic_load_explicit(&sf->copy, memory_order_relaxed);
     /* acquire fence: [F] (a field written by a later writer makes the
      * reload of seq below, and of the word after it, see that writer's
      * start) */

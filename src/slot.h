@@ -174,17 +174,20 @@ static inline uint32_t smoe__arming_gen(uint32_t arming)
     return arming >> SMOE__CN_ATTEMPT_BITS;
 }
 
-/* What a FAILED slot's message adds to its error (claim.c). */
+/* What a FAILED slot's message adds to its error (fault_text.c). */
 enum {
-    SMOE__FAULT_NONE = 0, /* nothing (a checksum mismatch, a shutdown) */
-    SMOE__FAULT_READ,     /* the read: where, how much, errno, attempts */
-    SMOE__FAULT_PADDING   /* the padding is not zero: off is its first such byte */
+    SMOE__FAULT_NONE = 0, /* nothing (a shutdown) */
+    SMOE__FAULT_READ,     /* the read: where, how much, errno, attempts, which copy */
+    SMOE__FAULT_PADDING,  /* the padding is not zero: off is its first such byte; copy: the
+                             copies where it is not */
+    SMOE__FAULT_CHECKSUM  /* the hash does not match; copy: the copies read alone whose
+                             bytes do not match */
 };
 
 /* Why slot v's load failed, next to ring.err[v]: written by the worker
  * that sets the error, read by a claimer that sees FAILED. seq tags the
  * record with its arming (SMOE__FAULT_SEQ_VALID | arming), 0 while it is
- * being written: a claimer copies the six fields between two reads of seq
+ * being written: a claimer copies the seven fields between two reads of seq
  * and keeps the copy only when both are its error's arming (a seqlock,
  * slot.c), so that a copy never mixes two failures. */
 #define SMOE__FAULT_SEQ_VALID 0x80000000u
@@ -196,6 +199,7 @@ typedef struct smoe__slot_fault {
     _Atomic uint64_t off;
     _Atomic uint64_t len;
     _Atomic uint32_t file;
+    _Atomic uint32_t copy;
 } smoe__slot_fault;
 
 /* A copy of one, taken by the claimer. */

@@ -10,18 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <xxhash.h>
 
 #include "alloc.h"
 #include "platform/dio.h"
+#include "platform/proc.h"
 #include "error.h"
 #include "extent.h"
 #include "internal.h"
+#include "model_hdr.h"
 #include "source.h"
 
-/* Header bytes hashed per read. */
-#define HASH_CHUNK (1u << 20)
 /* The share of RLIMIT_NOFILE's soft limit the workers' descriptors may
  * take: the engine needs descriptors too (sockets, its own files, drivers). */
 #define FD_SHARE 4u
@@ -41,44 +40,6 @@ int smoe__source_path(const smoe__vault *v, uint32_t i, char *buf, size_t n)
 }
 
 #define SRC_FMT "%s: source %" PRIu32 " '%s' (%s): "
-
-/* XXH3 of the first n bytes of fd into *out. */
-static int hash_header(const smoe__vault *v, uint32_t i, const smoe__io *io, int fd,
-                       smoe__source_state *st, uint64_t n)
-{
-    size_t cap = n < HASH_CHUNK ? (size_t)n : HASH_CHUNK;
-    unsigned char *buf = smoe__malloc(cap);
-    XXH3_state_t *h = smoe__alloc_refused() ? NULL : XXH3_createState();
-    int rc = 0;
-    if (!buf || !h) {
-        rc = smoe__fail(SMOE_ENOMEM, "%s: no memory to check the header of source %" PRIu32,
-                        v->path, i);
-        goto out;
-    }
-    XXH3_64bits_reset(h);
-    for (uint64_t done = 0; done < n;) {
-        size_t k = n - done < cap ? (size_t)(n - done) : cap;
-        int err = 0;
-        rc = smoe__io_read_full(io, fd, buf, k, done, NULL, &err);
-        if (rc < 0) {
-            rc = smoe__fail(rc == SMOE_ETRUNC ? SMOE_ESOURCE : rc, SRC_FMT "reading its header "
-                            "(%" PRIu64 " bytes at %" PRIu64 ") failed: %s", v->path, i,
-                            v->sources[i].name, st->path, (uint64_t)k, done,
-                            rc == SMOE_ETRUNC ? "the file ends first" : strerror(err));
-            goto out;
-        }
-        XXH3_64bits_update(h, buf, k);
-        done += k;
-    }
-    st->header_hash = XXH3_64bits_digest(h);
-    if (io->drop_cache)
-        io->drop_cache(io, fd, 0, n);
-out:
-    free(buf);
-    if (h)
-        XXH3_freeState(h);
-    return rc;
-}
 
 int smoe__source_check(const smoe__vault *v, uint32_t i, const smoe__io *io,
                        smoe__source_state *st)
@@ -122,14 +83,14 @@ int smoe__source_check(const smoe__vault *v, uint32_t i, const smoe__io *io,
                         src->name, st->path, fs.size, src->size);
         goto out;
     }
-    if ((rc = hash_header(v, i, io, fd, st, src->header_bytes)) < 0)
-        goto out;
-    st->header_ok = st->header_hash == src->header_hash;
-    if (!st->header_ok)
-        rc = smoe__fail(SMOE_ESOURCE, SRC_FMT "changed since it was indexed: the XXH3 of its "
-                        "header (the first %" PRIu64 " bytes) is %016" PRIx64 ", recorded %016"
-                        PRIx64 " (index it again)", v->path, i, src->name, st->path,
-                        src->header_bytes, st->header_hash, src->header_hash);
+    /* Its kind, header and hash, then every extent in a tensor of it
+     * (source_hdr.c). */
+    smoe__model_hdr h;
+    memset(&h, 0, sizeof h);
+    if ((rc = smoe__source_header(v, i, io, fd, st, &h)) == 0)
+        rc = smoe__source_extents(v, i, &h, st->path);
+    st->extents_ok = rc == 0;
+    smoe__model_hdr_free(&h);
 out:
     smoe__io_close(io, fd);
     return rc;
@@ -145,10 +106,8 @@ uint32_t smoe__source_sets(uint32_t nworkers, uint32_t n, uint64_t budget)
 
 static uint64_t fd_budget(void)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return FD_BUDGET_DEFAULT;
-    return (uint64_t)rl.rlim_cur / FD_SHARE;
+    uint64_t open_max = smoe__proc_open_max();
+    return open_max == UINT64_MAX ? FD_BUDGET_DEFAULT : open_max / FD_SHARE;
 }
 
 void smoe__sources_close(struct smoe_stream *s)
@@ -177,7 +136,7 @@ static int probe_direct(struct smoe_stream *s, int fd)
     do
         r = s->io->pread(s->io, fd, buf, SMOE__ALIGN, 0);
     while (r == -EINTR && ++tries < SMOE__IO_MAX_STALLS);
-    free(buf);
+    smoe__aligned_free(buf);
     return r == -EINVAL;
 }
 

@@ -35,6 +35,8 @@ typedef struct smoe__source_state {
     char path[4096];   /* the vault's directory joined with the recorded name */
     int present;       /* it could be opened */
     int size_ok, header_ok, mtime_ok;
+    int kind_ok;       /* of the kind recorded, its header exactly header_bytes */
+    int extents_ok;    /* all checks passed: every extent inside one tensor */
     uint64_t size;     /* now */
     int64_t mtime_sec;
     uint32_t mtime_nsec;
@@ -43,17 +45,32 @@ typedef struct smoe__source_state {
 } smoe__source_state;
 
 /*
- * Check source i of index vault v through io: open it (without blocking),
- * a regular file, its size and the hash of its header as recorded. A
+ * Check source i of index vault v through io: open it (without blocking,
+ * following symlinks), a regular file, its size as recorded, of the kind
+ * recorded (its own header parsed: GGUF or safetensors), header_bytes
+ * exactly its header, the hash of those bytes as recorded (also for a
+ * vault without per-expert hashes), and every extent of it inside the
+ * data of one tensor its header declares (docs/security.md). A
  * modification time that differs alone is not a failure (st->mtime_ok 0).
  * The header's pages are dropped from the page cache after hashing.
  * @return 0 (*st filled); SMOE_ESOURCE (missing, size or header changed,
- * the message naming the file and what differs); SMOE_EINVAL (not a
- * regular file); SMOE_ESYS, SMOE_EIO, SMOE_ENOMEM. *st is filled as far as
- * the check got.
+ * not of the recorded kind, header_bytes not its header: the message
+ * naming the vault, the source's index, name and path, the field and
+ * what was expected); SMOE_ERANGE (an extent in no one tensor);
+ * SMOE_EINVAL (not a regular file); SMOE_ESYS, SMOE_EIO, SMOE_ENOMEM. *st
+ * is filled as far as the check got.
  */
 int smoe__source_check(const smoe__vault *v, uint32_t i, const smoe__io *io,
                        smoe__source_state *st);
+
+struct smoe__model_hdr;
+/* smoe__source_check's parts (source_hdr.c): source i's header read
+ * through fd and checked (kind, header_bytes, hash) into *h; then its
+ * extents against h's tensors. */
+int smoe__source_header(const smoe__vault *v, uint32_t i, const smoe__io *io, int fd,
+                        smoe__source_state *st, struct smoe__model_hdr *h);
+int smoe__source_extents(const smoe__vault *v, uint32_t i, const struct smoe__model_hdr *h,
+                         const char *path);
 /* The path of source i: the vault's directory and the recorded name, into
  * buf (n bytes). @return 0 or SMOE_EINVAL when it does not fit. */
 int smoe__source_path(const smoe__vault *v, uint32_t i, char *buf, size_t n);

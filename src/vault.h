@@ -128,6 +128,11 @@ typedef struct smoe__vault {
     uint32_t n_sources;
     uint32_t n_extents;
     smoe__vault_xt *extents;
+    /* The extents of source i, by offset: xt_by_source[xt_source_first[i]
+     * .. xt_source_first[i + 1]) (n_sources + 1 entries), for checking them
+     * against the file's tensors at open (source.c). */
+    uint32_t *xt_by_source;
+    uint32_t *xt_source_first;
     smoe__vault_xentry *xent;      /* layers * experts, beside index */
     /* The slot images at read alignment plan_align (extent.c) */
     smoe__vault_seg *segs;

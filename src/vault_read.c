@@ -364,6 +364,8 @@ void smoe__vault_free(smoe__vault *v)
         free(v->sources[i].name);
     free(v->sources);
     free(v->extents);
+    free(v->xt_by_source);
+    free(v->xt_source_first);
     free(v->xent);
     free(v->segs);
     free(v->comp_at);

@@ -151,6 +151,30 @@ static int cmp_name(const void *a, const void *b)
 
 #define SRC_FMT "%s: source %" PRIu32 ": "
 
+/* What is wrong with a source name's form, or NULL: `smoe index` writes
+ * "../" once per directory up from the vault, then the path down to the
+ * file; nothing else is read (docs/security.md). */
+static const char *name_form(const char *nm, uint32_t len)
+{
+    int down = 0; /* a component other than ".." seen */
+    for (uint32_t at = 0; at <= len;) {
+        const char *slash = memchr(nm + at, '/', len - at);
+        uint32_t end = slash ? (uint32_t)(slash - nm) : len, n = end - at;
+        if (n == 0)
+            return "an empty component";
+        if (n == 1 && nm[at] == '.')
+            return "a '.' component";
+        if (n == 2 && nm[at] == '.' && nm[at + 1] == '.') {
+            if (down)
+                return "a '..' after a downward component";
+        } else {
+            down = 1;
+        }
+        at = end + 1;
+    }
+    return down ? NULL : "no file after its '..' components";
+}
+
 static int check_source(const smoe__vloader *L, smoe__vault_source *s, uint32_t i)
 {
     const char *p = L->path;
@@ -198,6 +222,11 @@ static int check_source(const smoe__vloader *L, smoe__vault_source *s, uint32_t 
     if (nm[0] == '/')
         return smoe__fail(SMOE_EFORMAT, SRC_FMT "name '%.*s': an absolute path, expected one "
                           "relative to the vault's directory", p, i, (int)name_len, nm);
+    const char *bad = name_form((const char *)nm, name_len);
+    if (bad)
+        return smoe__fail(SMOE_EFORMAT, SRC_FMT "name '%.*s': %s, expected leading '..' "
+                          "components, then a path downward, as smoe index writes it", p, i,
+                          (int)name_len, nm, bad);
     if (!(s->name = smoe__malloc((size_t)name_len + 1)))
         return smoe__fail(SMOE_ENOMEM, "%s: no memory for the source names", p);
     memcpy(s->name, nm, name_len);
@@ -292,6 +321,24 @@ static int check_extent(const smoe__vloader *L, const smoe__vault *v, uint32_t i
     return 0;
 }
 
+/* Each source's extents by offset (sp sorted so), for the checks against
+ * the source's tensors at open. */
+static int keep_order(const smoe__vloader *L, smoe__vault *v, const xspan *sp)
+{
+    const uint32_t n = v->n_extents;
+    v->xt_by_source = smoe__malloc((size_t)(n ? n : 1) * sizeof *v->xt_by_source);
+    v->xt_source_first = smoe__calloc((size_t)v->n_sources + 1, sizeof *v->xt_source_first);
+    if (!v->xt_by_source || !v->xt_source_first)
+        return smoe__fail(SMOE_ENOMEM, "%s: no memory for the extent table", L->path);
+    for (uint32_t k = 0; k < n; k++) {
+        v->xt_by_source[k] = sp[k].idx;
+        v->xt_source_first[sp[k].source + 1]++;
+    }
+    for (uint32_t i = 0; i < v->n_sources; i++)
+        v->xt_source_first[i + 1] += v->xt_source_first[i];
+    return 0;
+}
+
 static int parse_extents(const smoe__vloader *L, smoe__vault *v)
 {
     const uint32_t n = L->h.extents;
@@ -322,6 +369,8 @@ static int parse_extents(const smoe__vloader *L, smoe__vault *v)
             break;
         }
     }
+    if (rc == 0)
+        rc = keep_order(L, v, sp);
 out:
     free(sp);
     return rc;

@@ -490,7 +490,7 @@ void smoe__warmup_kick(struct smoe_stream *s)
 void smoe__warmup_free(struct smoe_stream *s)
 {
     free(s->warmup.order);
-    free(s->warmup.share);
+    smoe__aligned_free(s->warmup.share);
     smoe__mpmc_free(&s->warmup.verify_q);
     s->warmup.order = NULL;
     s->warmup.share = NULL;

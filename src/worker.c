@@ -14,7 +14,8 @@
  * take the next chunk of the load (each chunk of an arming is handed out
  * exactly once, in the size it was armed with, whatever the number and age
  * of the tokens); read it; count it down. The worker that lands the last
- * chunk verifies the blob if asked and publishes READY or FAILED. Every one
+ * chunk verifies the blob if asked (blob_check.c) and publishes READY or
+ * FAILED. Every one
  * of those moves is slot.c's. A worker pops a token and then returns one
  * unit of its queue's room (prefetch.c reserves room before it queues, so a
  * push never finds a queue full and nobody waits for room).
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "blob_check.h"
 #include "error.h"
 #include "extent.h"
 #include "internal.h"
@@ -82,41 +84,14 @@ void smoe__workers_enqueue(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uin
     notify_workers(s, (int)n);
 }
 
-/* Offset in the blob of the first byte of its padding, data[size, padded),
- * that is not zero; UINT64_MAX when all are. */
-static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded)
-{
-    const uint8_t *t = data + size;
-    const size_t n = (size_t)(padded - size);
-    /* every byte equal to the next and the first zero: one memcmp */
-    if (n == 0 || (t[0] == 0 && memcmp(t, t + 1, n - 1) == 0))
-        return UINT64_MAX;
-    size_t i = 0;
-    while (t[i] == 0)
-        i++;
-    return size + i;
-}
-
 /* The last chunk landed: verify, record the latency, publish. Returns the
  * load's error (0: READY). */
 static int load_done(struct smoe_stream *s, const smoe__worker *wk, uint32_t v, uint32_t key,
                      uint32_t arming, const smoe__vault_entry *e)
 {
     int err = smoe__slot_load_error(s, v);
-    if (err == 0 && s->verify) {
-        const uint8_t *data = smoe__slot_data(&s->ring, v);
-        uint64_t dirt;
-        if (smoe__extent_hash(s, wk, key, data) != e->hash) {
-            err = SMOE_ECHECKSUM;
-            smoe__slot_note_fault(s, v, arming, SMOE__FAULT_NONE, NULL);
-        } else if (!s->src.n && (dirt = padding_dirt(data, e->size, e->padded)) != UINT64_MAX) {
-            /* The format promises zero padding (`smoe verify` checks it
-             * too): bytes there mean the blob is not what was written. */
-            err = SMOE_ECHECKSUM;
-            const smoe__io_fail at = {e->offset + dirt, 0, 0, 0, 0};
-            smoe__slot_note_fault(s, v, arming, SMOE__FAULT_PADDING, &at);
-        }
-    }
+    if (err == 0 && s->verify)
+        err = smoe__blob_check(s, wk, v, key, arming, e);
     SMOE__COUNT(s, c_reads_done, 1);
     if (err)
         SMOE__COUNT(s, c_reads_failed, 1);

@@ -10,7 +10,7 @@ smoe_install_deps() {
             missing="$missing $p"
     done
     [ -n "$missing" ] || return 0
-    echo "installing:$missing (apt-get; about a minute)"
+    echo "installing:$missing (apt-get: 2 to 9 minutes on a fresh machine)"
     export DEBIAN_FRONTEND=noninteractive
     log=$(mktemp)
     # shellcheck disable=SC2086

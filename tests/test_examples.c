@@ -4,7 +4,10 @@
  * requests, speculative ranks, CRLF, blank lines) run to the end and report
  * tokens/s, hit rate and claim wait; each malformed trace line, a gzip
  * file and bad options fail with a non-zero exit and a message naming the
- * file and line. The GPU examples' shared C part (examples/common): a
+ * file and line. quickstart (README's "Use", $SMOE_QUICKSTART): claims
+ * top-4 of every layer and prints the bytes and byte sum the library's
+ * claims give; a vault that cannot be opened exits 1 naming it. The GPU
+ * examples' shared C part (examples/common): a
  * packed vault reads back with the shapes, metadata and bytes the
  * generator makes, and vaults it did not pack are refused with a message.
  */
@@ -28,7 +31,7 @@
 #include "testutil.h"
 
 static char *g_dir, *g_vault;
-static const char *g_prog;
+static const char *g_prog, *g_quick;
 static char *g_out, *g_err;
 
 static int group_setup(void **state)
@@ -37,6 +40,11 @@ static int group_setup(void **state)
     g_prog = getenv("SMOE_DECODE_LOOP");
     if (!g_prog || !*g_prog) {
         fprintf(stderr, "SMOE_DECODE_LOOP is not set: run this test through ctest\n");
+        return -1;
+    }
+    g_quick = getenv("SMOE_QUICKSTART");
+    if (!g_quick || !*g_quick) {
+        fprintf(stderr, "SMOE_QUICKSTART is not set: run this test through ctest\n");
         return -1;
     }
     g_dir = tu_tmpdir();
@@ -271,6 +279,52 @@ static void test_model_refuses_foreign_vaults(void **state)
     free(p);
 }
 
+/* quickstart's experts (7 x layer + i for i < 4), claimed here: the bytes
+ * and the byte sum it must print. */
+static void quickstart_expected(char *line, size_t n)
+{
+    smoe_stream *s = tu_open_ring(g_vault, 8, 2, SMOE_EVICT_LRU);
+    uint64_t sum = 0, bytes = 0;
+    for (uint32_t layer = 0; layer < 4; layer++)
+        for (uint32_t i = 0; i < 4; i++) {
+            smoe_blob b;
+            assert_int_equal(smoe_claim_wait(s, layer, (7 * layer + i) % 16, UINT64_MAX, &b),
+                             0);
+            smoe_component c;
+            for (uint32_t j = 0; smoe_blob_component(s, &b, j, &c) == 0; j++)
+                for (uint64_t x = 0; x < c.nbytes; x++)
+                    sum += ((const unsigned char *)b.data)[c.offset + x];
+            bytes += b.size;
+            assert_int_equal(smoe_release(s, &b), 0);
+        }
+    assert_int_equal(smoe_close(s), 0);
+    snprintf(line, n, "4 layers x 4 experts claimed, %llu bytes, byte sum %llu\n",
+             (unsigned long long)bytes, (unsigned long long)sum);
+}
+
+static void test_quickstart_claims_every_layer(void **state)
+{
+    (void)state;
+    char want[160];
+    quickstart_expected(want, sizeof want);
+    const char *args[] = {g_vault, NULL};
+    assert_int_equal(tu_run(g_dir, g_quick, args, &g_out, &g_err), 0);
+    assert_string_equal(g_out, want);
+    assert_string_equal(g_err, "");
+}
+
+static void test_quickstart_unopenable_vault_exits(void **state)
+{
+    (void)state;
+    char *p = tu_path(g_dir, "no-such.smoe");
+    const char *args[] = {p, NULL};
+    assert_int_equal(tu_run(g_dir, g_quick, args, &g_out, &g_err), 1);
+    tu_expect_contains(g_err, "quickstart: ");
+    tu_expect_contains(g_err, "no-such.smoe");
+    assert_string_equal(g_out, "");
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +334,8 @@ int main(void)
         cmocka_unit_test(test_loop_bad_args),
         cmocka_unit_test(test_model_roundtrip),
         cmocka_unit_test(test_model_refuses_foreign_vaults),
+        cmocka_unit_test(test_quickstart_claims_every_layer),
+        cmocka_unit_test(test_quickstart_unopenable_vault_exits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -199,11 +199,13 @@ static void item15_read_error_names_errno(void **state)
  * offsets, else 16 KiB (worker.c). */
 static uint32_t dio_align_of(const char *path)
 {
-    int fd = open(path, O_RDONLY);
+    /* The library's own descriptor: a handle on Windows, not the C
+     * library's. */
+    int fd = smoe__io_os.open(&smoe__io_os, path, SMOE__IO_RDONLY);
     assert_true(fd >= 0);
     uint32_t mem_align, off_align;
     int known = smoe__dio_align(fd, &mem_align, &off_align) == 0 && off_align;
-    close(fd);
+    smoe__io_os.close(&smoe__io_os, fd);
     if (!known)
         return SMOE__ALIGN;
     return mem_align > off_align ? mem_align : off_align;

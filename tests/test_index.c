@@ -7,7 +7,8 @@
  * source tensor's bytes, and lie at the address its file offset gives.
  * Then what an index vault must catch: a source whose size or header
  * changed (SMOE_ESOURCE naming the file), one expert byte changed
- * (SMOE_ECHECKSUM with verification on), a changed modification time
+ * (SMOE_ECHECKSUM with verification on, naming the source file:
+ * index_checksum_error_names_source), a changed modification time
  * alone (a warning), a missing source; that vault and sources moved
  * together still open; an odd safetensors header length (extents aligned
  * to nothing); chunked reads; the chunk plan (each chunk one aligned read
@@ -776,11 +777,12 @@ static void test_index_chunk_reads(void **state)
 /* ---- the source has changed ------------------------------------------------ */
 
 /* Offset in model.safetensors of tensor `name`'s first byte. */
-static uint64_t tensor_offset(const char *name)
+/* Offset of tensor name in the safetensors file `file` of the test directory. */
+static uint64_t tensor_offset_in(const char *file, const char *name)
 {
     pack_source s;
     pack_source_init(&s);
-    assert_int_equal(pack_st_load_file(&s, path("model.safetensors")), 0);
+    assert_int_equal(pack_st_load_file(&s, path(file)), 0);
     uint64_t off = UINT64_MAX;
     for (size_t i = 0; i < s.n_tensors; i++)
         if (!strcmp(s.tensors[i].name, name))
@@ -788,6 +790,35 @@ static uint64_t tensor_offset(const char *name)
     pack_source_free(&s);
     assert_true(off != UINT64_MAX);
     return off;
+}
+
+static uint64_t tensor_offset(const char *name)
+{
+    return tensor_offset_in("model.safetensors", name);
+}
+
+/* A checksum error of an index vault's expert names the source file its
+ * bytes come from. */
+static void index_checksum_error_names_source(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    write_sharded(&m);
+    index_ok(path("model.safetensors.index.json"), path("m.smoe"));
+    char src[1024];
+    snprintf(src, sizeof src, "%s", path("model-00002-of-00002.safetensors"));
+    tu_flip_byte(src, tensor_offset_in("model-00002-of-00002.safetensors",
+                                       "model.layers.1.block_sparse_moe.experts.7.w3.weight") +
+                          5);
+    smoe_stream *s;
+    if (open_index(path("m.smoe"), SMOE_VERIFY_ON, 0, &s))
+        fail_msg("open: %s", smoe_last_error());
+    smoe_blob b;
+    expect_msg(smoe_claim_wait(s, 1, 7, UINT64_MAX, &b), SMOE_ECHECKSUM, "layer 1, expert 7",
+               "model-00002-of-00002.safetensors");
+    print_message("claim: %s\n", smoe_last_error());
+    assert_int_equal(smoe_close(s), 0);
+    fx_free(&m);
 }
 
 static void test_index_changed(void **state)
@@ -1239,6 +1270,7 @@ int main(void)
         cmocka_unit_test(test_index_chunk_plan),
         cmocka_unit_test_setup_teardown(test_index_chunk_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_changed, setup, teardown),
+        cmocka_unit_test_setup_teardown(index_checksum_error_names_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_missing_and_moved, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_no_hash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_scout, setup, teardown),

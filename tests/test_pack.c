@@ -10,6 +10,10 @@
  * out-of-file ranges, a missing shard, an incomplete layer, inconsistent
  * expert shapes) must fail with a message naming the file and the tensor
  * and leave no output file. The buffer parsers also take mutated headers.
+ * pack_fifo_shard_refused: `smoe pack` and `smoe index` on a directory or a
+ * shard index with a FIFO among the shards exit at once, naming it.
+ * shard_index_over_65536_shards_refused: an index naming more shard files
+ * than a vault may have sources is refused, naming the bound.
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -1107,6 +1111,95 @@ static void test_cli(void **state)
     fx_free(&m);
 }
 
+/* A shard index whose weight_map names n tensors, each in a shard of its
+ * own ("model-000000-of-N.safetensors", ...), none of which exists. */
+static char *index_of_shards(uint32_t n, size_t *len)
+{
+    size_t cap = 64 + (size_t)n * 80, k = 0;
+    char *ix = malloc(cap);
+    assert_non_null(ix);
+    k += (size_t)snprintf(ix + k, cap - k, "{\"weight_map\": {");
+    for (uint32_t i = 0; i < n; i++)
+        k += (size_t)snprintf(ix + k, cap - k, "%s\"model.layers.%u.w\": \"model-%06u-of-%06u."
+                              "safetensors\"", i ? ", " : "", i, i, n);
+    k += (size_t)snprintf(ix + k, cap - k, "}}");
+    *len = k;
+    return ix;
+}
+
+/* A shard index naming more shard files than a vault may have sources is
+ * refused, naming the bound; one at the bound is read through to its
+ * first missing shard (the parse is linear in the shards). */
+static void shard_index_over_65536_shards_refused(void **state)
+{
+    (void)state;
+    size_t n;
+    char *ix = index_of_shards(100000, &n);
+    pack_st_index out;
+    int rc = pack_st_parse_index(ix, n, "big.index.json", &out);
+    if (rc != SMOE_ECOUNT)
+        fail_msg("100000 shards: expected SMOE_ECOUNT, got %s: %s", smoe_err_name(rc),
+                 rc < 0 ? smoe_last_error() : "accepted");
+    tu_expect_contains(smoe_last_error(), "big.index.json");
+    tu_expect_contains(smoe_last_error(), "65536");
+    free(ix);
+    ix = index_of_shards(65536, &n);
+    FILE *f = fopen(path("model.safetensors.index.json"), "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ix, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    expect_failure(path("model.safetensors.index.json"), SMOE_ENOENT, "missing shard",
+                   "model-000000-of-065536.safetensors");
+    free(ix);
+}
+
+/* `smoe pack` or `smoe index` on SOURCE, bounded: a hang is killed after 20 s
+ * (and then fails the test). The exit status and stderr are checked. */
+static void expect_tool_refuses(const char *cmd, const char *source, const char *w1,
+                                const char *w2)
+{
+    const char *tool = getenv("SMOE_TOOL");
+    const char *args[] = {cmd, "--quiet", "--out", path("fifo.smoe"), source, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = tu_run_bounded(dir, 20, tool, args, &out, &err);
+    if (rc < 0)
+        fail_msg("smoe %s %s did not exit within 20 s (killed): %s", cmd, source, err);
+    if (rc == 0)
+        fail_msg("smoe %s %s succeeded with a FIFO among its files", cmd, source);
+    tu_expect_contains(err, w1);
+    tu_expect_contains(err, w2);
+    free(out);
+    free(err);
+    assert_no_output();
+}
+
+/* A checkpoint's *.safetensors that is a FIFO (named pipe): opening it
+ * must not wait for a writer for ever; the tool names the file and what it
+ * is, for a directory and for a shard index naming it. */
+static void pack_fifo_shard_refused(void **state)
+{
+    (void)state;
+    const char *tool = getenv("SMOE_TOOL");
+    if (!tool || !*tool)
+        skip();
+    fx_model m = {0};
+    write_qwen(&m);
+    /* a directory of *.safetensors, one of them a FIFO */
+    assert_int_equal(mkfifo(path("model-fifo.safetensors"), 0600), 0);
+    expect_tool_refuses("pack", dir, "model-fifo.safetensors", "FIFO");
+    expect_tool_refuses("index", dir, "model-fifo.safetensors", "FIFO");
+    /* a shard index whose second shard is a FIFO */
+    assert_int_equal(fx_write_text(path("model.safetensors.index.json"),
+                                   "{\"weight_map\": {\"model.embed_tokens.weight\": "
+                                   "\"model.safetensors\", \"lm_head.weight\": "
+                                   "\"model-fifo.safetensors\"}}"),
+                     0);
+    expect_tool_refuses("pack", path("model.safetensors.index.json"),
+                        "model-fifo.safetensors", "FIFO");
+    expect_tool_refuses("index", dir, "model-fifo.safetensors", "FIFO");
+    fx_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1136,6 +1229,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_packed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(pack_fifo_shard_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(shard_index_over_65536_shards_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

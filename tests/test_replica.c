@@ -14,7 +14,15 @@
  *  - shutdown_with_reads_on_several: smoe_shutdown and smoe_close while
  *    reads are held in flight on both copies return, leaving no
  *    descriptor or thread behind;
- *  - replica_stats_bounds: smoe_get_replica_stats's count and refusals.
+ *  - replica_stats_bounds: smoe_get_replica_stats's count and refusals;
+ *  - replica_checksum_error_names_the_copy: a blob wrong in every copy
+ *    fails its claim with a message naming each copy that did not match;
+ *  - replica_truncated_names_the_copy: when every copy fails a read, the
+ *    claim's error names the copy whose error it is (a replica cut short
+ *    after open: its index, path and the offset where it ends);
+ *  - replica_corrupt_copy_set_aside: a replica with a wrong byte in every
+ *    blob, the vault intact: every claim succeeds, and the copy is set
+ *    aside after a streak of checksum failures, logged.
  * The faults come from tests/fault_io.c, aimed at one copy's descriptors.
  */
 #include <errno.h>
@@ -213,7 +221,10 @@ static void reads_spread(void **state)
     rx *x = rx_new();
     fault_io_install(&fio);
     fio.target = x->copy;
-    atomic_store(&fio.delay_us, 300); /* reads overlap, as a drive's do */
+    /* reads overlap, as a drive's do; long enough that each copy is busy
+     * for more than one throughput window (SMOE__REPLICA_WINDOW_NS), so
+     * that both report a rate however the reads overlap */
+    atomic_store(&fio.delay_us, 1500);
     smoe_stream *s = open_ok(x, 4, 0);
     read_layers(s, x->f, 0, L);
     smoe_stats st = tu_stats(s);
@@ -400,6 +411,113 @@ static void replica_stats_bounds(void **state)
     rx_free(x);
 }
 
+/* File offset of blob (layer, expert) in the vault at path (its copies'
+ * are the same). */
+static uint64_t blob_offset(const char *path, uint32_t layer, uint32_t expert)
+{
+    smoe__vault v;
+    assert_int_equal(smoe__vault_load(&v, path, smoe__io_get()), 0);
+    uint64_t off = v.index[layer * v.experts + expert].offset;
+    smoe__vault_free(&v);
+    return off;
+}
+
+/* Claim (layer, expert) on demand: its result, the message in smoe_last_error(). */
+static int claim_one(smoe_stream *s, uint32_t layer, uint32_t expert)
+{
+    assert_true(smoe_prefetch(s, layer, expert, SMOE_PREFETCH_DEMAND) >= 0);
+    smoe_blob b;
+    int r = smoe_claim_wait(s, layer, expert, tu_bound_ns(), &b);
+    if (r >= 0)
+        assert_int_equal(smoe_release(s, &b), 0);
+    return r;
+}
+
+/* A blob whose bytes are wrong in every copy: the claim's checksum error
+ * names each copy that was read and did not match, the replica by its
+ * index and path. */
+static void replica_checksum_error_names_the_copy(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    uint64_t at = blob_offset(x->f->path, 1, 2) + 100;
+    tu_flip_byte(x->f->path, at);
+    tu_flip_byte(x->copy, at + 1);
+    smoe_stream *s = open_ok(x, 2, 60000);
+    int r = claim_one(s, 1, 2);
+    print_message("claim: %s\n", smoe_last_error());
+    assert_int_equal(r, SMOE_ECHECKSUM);
+    char want[800];
+    snprintf(want, sizeof want, "replica 1 (%s)", x->copy);
+    tu_expect_contains(smoe_last_error(), want);
+    tu_expect_contains(smoe_last_error(), "copy 0");
+    assert_true(claim_one(s, 1, 3) >= 0); /* the others are intact */
+    assert_int_equal(smoe_close(s), 0);
+    rx_free(x);
+}
+
+/* Every copy fails a read: the vault with an I/O error, the replica
+ * because it was cut short after open. The claim's error is the last
+ * copy's and names that copy, with the offset in that copy. */
+static void replica_truncated_names_the_copy(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    fault_io_install(&fio);
+    fio.target = x->f->path;
+    /* one worker: the vault is tried first, then the replica */
+    smoe_stream *s = open_ok(x, 1, 60000);
+    uint64_t cut = blob_offset(x->f->path, L - 1, E - 1) + 16384;
+    tu_truncate(x->copy, cut);
+    atomic_store(&fio.target_fail, 1);
+    int r = claim_one(s, L - 1, E - 1);
+    print_message("claim: %s\n", smoe_last_error());
+    char want[800];
+    if (r == SMOE_ETRUNC) {
+        snprintf(want, sizeof want, "replica 1 (%s)", x->copy);
+        tu_expect_contains(smoe_last_error(), want);
+        snprintf(want, sizeof want, "offset %llu", (unsigned long long)cut);
+        tu_expect_contains(smoe_last_error(), want);
+    } else {
+        assert_int_equal(r, SMOE_EIO);
+        tu_expect_contains(smoe_last_error(), "copy 0");
+    }
+    atomic_store(&fio.target_fail, 0);
+    assert_int_equal(smoe_close(s), 0);
+    fault_io_remove();
+    rx_free(x);
+}
+
+/* A replica with a wrong byte in every blob, the vault intact: every claim
+ * returns the right bytes (a blob that fails its check is read again from
+ * each copy alone), and the copy is set aside after a streak of checksum
+ * failures, logged with its path. */
+static void replica_corrupt_copy_set_aside(void **state)
+{
+    (void)state;
+    rx *x = rx_new();
+    for (uint32_t l = 0; l < L; l++)
+        for (uint32_t e = 0; e < E; e++)
+            tu_flip_byte(x->copy, blob_offset(x->f->path, l, e) + 64);
+    smoe_stream *s = open_ok(x, 4, 60000);
+    read_layers(s, x->f, 0, L);
+    smoe_replica_stats a = rstats(s, 0), b = rstats(s, 1);
+    print_message("vault: %llu reads, %llu failed; corrupt copy: %llu reads, %llu failed, "
+                  "set aside %llu\n", (unsigned long long)a.reads, (unsigned long long)a.failed,
+                  (unsigned long long)b.reads, (unsigned long long)b.failed,
+                  (unsigned long long)b.set_aside);
+    assert_int_equal(tu_stats(s).slots_failed, 0);
+    assert_true(b.failed >= SMOE__REPLICA_STREAK);
+    assert_int_equal(b.set_aside, 1);
+    assert_int_equal(b.in_use, 0);
+    assert_int_equal(a.failed, 0);
+    tu_expect_contains(x->log.text, "set aside");
+    tu_expect_contains(x->log.text, x->copy);
+    tu_expect_contains(x->log.text, "checksum");
+    assert_int_equal(smoe_close(s), 0);
+    rx_free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +528,9 @@ int main(void)
         cmocka_unit_test(recovered_replica_used_again),
         cmocka_unit_test(shutdown_with_reads_on_several),
         cmocka_unit_test(replica_stats_bounds),
+        cmocka_unit_test(replica_checksum_error_names_the_copy),
+        cmocka_unit_test(replica_truncated_names_the_copy),
+        cmocka_unit_test(replica_corrupt_copy_set_aside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -699,7 +699,12 @@ static void ring_shareable(void **state)
     assert_int_equal(smoe_close(s), 0);
 
     o.flags |= SMOE_OPEN_SHAREABLE;
-    assert_int_equal(smoe_open(f->path, &o, &s), 0);
+    int r = smoe_open(f->path, &o, &s);
+    if (r == SMOE_ENOTSUP) { /* no memory file on this system (Windows) */
+        tu_fx_free(f);
+        skip();
+    }
+    assert_int_equal(r, 0);
     assert_int_equal(smoe_ring_region_get(s, &rr), 0);
     assert_true(rr.fd >= 0);
     assert_int_equal(rr.fd_offset % 16384, 0);

@@ -323,9 +323,14 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * An index vault (version 2, written by `smoe index`: its experts are byte
  * ranges of the GGUF or safetensors files it names) needs
  * SMOE_OPEN_EXTENTS, else SMOE_ENOTSUP. Open then checks each source file
- * against the vault's record: a missing one, or one whose size or header
- * hash differs, is SMOE_ESOURCE naming the file; a changed modification
- * time alone is a warning through log_fn. Its workers read the sources
+ * against the vault's record and against itself: a missing one, one whose
+ * size or header hash differs, one that is not of its recorded kind (its
+ * own GGUF or safetensors header parsed), or whose recorded header is not
+ * exactly its header, is SMOE_ESOURCE naming the file; an extent that is
+ * not inside the data of one tensor that header declares is SMOE_ERANGE
+ * (docs/security.md: a vault can make the library read tensor data of the
+ * model files it names, nothing else); a changed modification time alone
+ * is a warning through log_fn. Its workers read the sources
  * through descriptors opened here, one per source and worker while a
  * quarter of RLIMIT_NOFILE allows, fewer and shared beyond
  * (docs/decisions.md).
@@ -335,9 +340,11 @@ SMOE_API void smoe_open_opts_init(smoe_open_opts *opts);        /* since 1.0 */
  * each must be a valid vault with the vault's id (its header checksum),
  * else SMOE_EINVAL (or the loader's code) naming it; an index vault takes
  * none (SMOE_ENOTSUP). Reads are then spread over every copy, a failed
- * read is tried on the others before a claim sees it, and a copy that
- * keeps failing is set aside (logged) and tried again later
- * (docs/replicas.md, smoe_get_replica_stats).
+ * read is tried on the others before a claim sees it, a blob that fails
+ * its checksum is read again from each copy alone, and a copy that keeps
+ * failing (its reads, or the checksums of its own bytes) is set aside
+ * (logged) and tried again later (docs/replicas.md,
+ * smoe_get_replica_stats).
  * opts may be NULL for defaults.
  * @return 0 and *out set, or a negative code (*out left NULL); any
  * allocation failing is SMOE_ENOMEM, and a failed open leaves no
@@ -487,7 +494,10 @@ SMOE_API int smoe_prefetch_hint(smoe_stream *s, uint32_t layer, uint32_t expert,
  *         read, smoe_last_error() says why: the errno's name and text, the
  *         file offset and length of the failed read and whether its
  *         retries were used up, where a truncated file ends, or that the
- *         padding is not zero (SMOE_ECHECKSUM with verification on).
+ *         padding is not zero (SMOE_ECHECKSUM with verification on); with
+ *         replicas, the copy at fault ("replica 1 (/path)"); for an index
+ *         vault, the source file read or, on a checksum mismatch, the
+ *         source files the blob comes from.
  * Thread safety: any number of threads at once; lock-free; no allocation.
  */
 SMOE_API int smoe_claim(smoe_stream *s, uint32_t layer, uint32_t expert,
@@ -845,8 +855,10 @@ typedef struct smoe_replica_stats {
     const char *path;         /* as given to smoe_open; valid until smoe_close */
     uint64_t reads;           /* reads it served */
     uint64_t bytes;           /* bytes of those reads */
-    uint64_t failed;          /* reads that failed on it (then tried on another copy) */
-    uint64_t set_aside;       /* times it was set aside after failing reads in a row */
+    uint64_t failed;          /* reads that failed on it (then tried on another copy), and
+                                 blobs read from it alone that failed their checksum */
+    uint64_t set_aside;       /* times it was set aside after failing reads (or checksums)
+                                 in a row */
     uint64_t in_use;          /* 1: reads may go to it; 0: set aside now */
     uint64_t rate;            /* learned throughput, bytes/s; 0: nothing learned yet */
 } smoe_replica_stats;

@@ -41,7 +41,8 @@ static void usage(FILE *f)
         "  --resident           stock llama.cpp: every expert loaded from the GGUF\n"
         "  --print-token-ids    after the text, the generated token ids, one a line\n"
         "  --ctx-size N         context (default: prompt + n-predict)\n"
-        "  --batch-size N       logical batch (default: max(prompt, 512))\n"
+        "  --batch-size N       logical batch: tokens per llama_decode; a longer prompt\n"
+        "                       is decoded in batches (default: max(prompt, 512))\n"
         "  --ubatch-size N      physical batch (default 512)\n"
         "  --temp T             0 (default): greedy; else top-k, top-p, temperature\n"
         "  --top-k N, --top-p P, --seed N   sampling (defaults 40, 0.95, 1)\n"
@@ -200,8 +201,17 @@ static int parse_tokens(const char *s, llama_token **out, const struct llama_voc
     return n;
 }
 
-static int tokenize(const char *text, llama_token **out, const struct llama_vocab *vocab)
+static int tokenize(const char *text, llama_token **out, const struct llama_vocab *vocab,
+                    const char *model)
 {
+    /* llama.cpp asserts (and aborts) when asked to tokenize without a
+     * tokenizer: say so first. */
+    if (llama_vocab_type(vocab) == LLAMA_VOCAB_TYPE_NONE || llama_vocab_n_tokens(vocab) <= 0) {
+        fprintf(stderr, "smoe-llama: --prompt: %s has no tokenizer (tokenizer.ggml.model "
+                "\"none\", or no vocabulary): give the prompt as token ids with "
+                "--prompt-tokens, e.g. --prompt-tokens 1,5,9\n", model);
+        return -1;
+    }
     int len = (int)strlen(text);
     int n = -llama_tokenize(vocab, text, len, NULL, 0, true, true);
     if (n <= 0) {
@@ -217,20 +227,17 @@ static int tokenize(const char *text, llama_token **out, const struct llama_voca
     return n;
 }
 
-static int write_logits(const char *path, struct llama_context *ctx, int n_prompt, int n_vocab)
+/* The logits of a decoded batch's n rows, appended to f as little-endian
+ * float32. */
+static int write_rows(FILE *f, const char *path, struct llama_context *ctx, int first, int n,
+                      int n_vocab)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "smoe-llama: --logits-out %s: %s\n", path, strerror(errno));
-        return -1;
-    }
     const uint16_t one = 1;
     int le = *(const uint8_t *)&one == 1;
-    for (int i = 0; i < n_prompt; i++) {
+    for (int i = 0; i < n; i++) {
         const float *row = llama_get_logits_ith(ctx, i);
         if (!row) {
-            fprintf(stderr, "smoe-llama: no logits for prompt position %d\n", i);
-            fclose(f);
+            fprintf(stderr, "smoe-llama: no logits for prompt position %d\n", first + i);
             return -1;
         }
         for (int j = 0; j < n_vocab; j++) {
@@ -241,11 +248,49 @@ static int write_logits(const char *path, struct llama_context *ctx, int n_promp
             fwrite(&u, 4, 1, f);
         }
     }
-    if (fclose(f) != 0) {
+    if (ferror(f)) {
         fprintf(stderr, "smoe-llama: --logits-out %s: %s\n", path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/* Decode the prompt in batches of the context's n_batch tokens at most, as
+ * llama.cpp's own programs do (one llama_decode of more than n_batch tokens
+ * aborts in a ggml assertion). With logits_path, every position's logits are
+ * written, batch by batch; a failed write sets *rc to 1. Returns the last
+ * llama_decode's result. */
+static int decode_prompt(struct llama_context *ctx, const llama_token *prompt, int n_prompt,
+                         const char *logits_path, int n_vocab, int *rc)
+{
+    FILE *f = NULL;
+    if (logits_path && !(f = fopen(logits_path, "wb"))) {
+        fprintf(stderr, "smoe-llama: --logits-out %s: %s\n", logits_path, strerror(errno));
+        *rc = 1;
+        return 0;
+    }
+    int nb = (int)llama_n_batch(ctx), dr = 0;
+    struct llama_batch batch = llama_batch_init(nb, 0, 1);
+    for (int first = 0; first < n_prompt && dr == 0 && *rc == 0; first += nb) {
+        int n = n_prompt - first < nb ? n_prompt - first : nb;
+        for (int i = 0; i < n; i++) {
+            batch.token[i] = prompt[first + i];
+            batch.pos[i] = first + i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = f || first + i == n_prompt - 1;
+        }
+        batch.n_tokens = n;
+        dr = llama_decode(ctx, batch);
+        if (dr == 0 && f && write_rows(f, logits_path, ctx, first, n, n_vocab) < 0)
+            *rc = 1;
+    }
+    llama_batch_free(batch);
+    if (f && fclose(f) != 0 && *rc == 0) {
+        fprintf(stderr, "smoe-llama: --logits-out %s: %s\n", logits_path, strerror(errno));
+        *rc = 1;
+    }
+    return dr;
 }
 
 static double ratio(uint64_t a, uint64_t b)
@@ -407,7 +452,7 @@ int main(int argc, char **argv)
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     llama_token *prompt = NULL;
     int n_prompt = a.prompt_tokens ? parse_tokens(a.prompt_tokens, &prompt, vocab)
-                                   : tokenize(a.prompt, &prompt, vocab);
+                                   : tokenize(a.prompt, &prompt, vocab, a.model);
     if (n_prompt <= 0) {
         llama_model_free(model);
         smoe_llama_close(h);
@@ -444,20 +489,9 @@ int main(int argc, char **argv)
 
     int rc = 0, n_gen = 0;
     llama_token *gen = malloc(sizeof *gen * (size_t)(a.n_predict + 1));
-    struct llama_batch batch = llama_batch_init(n_prompt, 0, 1);
-    for (int i = 0; i < n_prompt; i++) {
-        batch.token[i] = prompt[i];
-        batch.pos[i] = i;
-        batch.n_seq_id[i] = 1;
-        batch.seq_id[i][0] = 0;
-        batch.logits[i] = a.logits_out || i == n_prompt - 1;
-    }
-    batch.n_tokens = n_prompt;
     double t_first = 0, t_gen0 = 0;
-    int dr = llama_decode(ctx, batch);
-    if (dr == 0 && a.logits_out &&
-        write_logits(a.logits_out, ctx, n_prompt, llama_vocab_n_tokens(vocab)) < 0)
-        rc = 1;
+    int dr = decode_prompt(ctx, prompt, n_prompt, a.logits_out, llama_vocab_n_tokens(vocab),
+                           &rc);
     char piece[256];
     while (dr == 0 && rc == 0 && n_gen < a.n_predict) {
         llama_token tok = llama_sampler_sample(smpl, ctx, -1);
@@ -496,7 +530,6 @@ int main(int argc, char **argv)
         print_stats(h);
     if (h && !a.resident && a.stats_json && write_stats_json(h, a.stats_json) < 0)
         rc = 1;
-    llama_batch_free(batch);
     llama_sampler_free(smpl);
     free(gen);
     free(prompt);

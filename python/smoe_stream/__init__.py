@@ -25,7 +25,7 @@ from .stream import (Stream, Blob, Component, OPEN_ALLOW_BUFFERED, OPEN_BUFFERED
 from .writer import Writer
 from ._arrays import DT as DTYPES
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"  # the library's version: CMakeLists.txt project()
 library_path = _lib.path
 library_version = _lib.version_string().decode()
 

@@ -167,6 +167,8 @@ class _Fused(_Patched):
 
     def run(self, ids, call):
         tensors = self.gather(ids)
+        if self.h.lookahead is not None:
+            self.h.lookahead.after_demand(self.layer)
         m = self.module
         had_n = "num_experts" in m.__dict__
         old_n = m.__dict__.get("num_experts")
@@ -258,6 +260,8 @@ class _PerExpert(_Patched):
         ids = _chosen(out, self.top_k)
         if ids:
             self.h.store.prefetch(self.layer, ids)
+        if self.h.lookahead is not None:
+            self.h.lookahead.after_demand(self.layer)
 
     def _expert_forward(self, i, ex, orig):
         def forward(*args, **kwargs):
@@ -320,6 +324,7 @@ class StreamedModel:
         self.store = ExpertStore(stream, device)
         self.patched = []
         self._layouts = {}
+        self.lookahead = None
 
     def layout_of(self, layer):
         lay = self._layouts.get(layer)
@@ -330,9 +335,14 @@ class StreamedModel:
         return lay
 
     def stats(self):
-        return self.stream.stats()
+        st = self.stream.stats()
+        if self.lookahead is not None:
+            st.update(self.lookahead.stats())
+        return st
 
     def close(self):
+        if self.lookahead is not None:
+            self.lookahead.remove()
         self.store.close()
         self.stream.close()
 
@@ -344,11 +354,14 @@ def _model_device(model):
     return torch.device("cpu")
 
 
-def stream_experts(model, vault, device=None, **options):
+def stream_experts(model, vault, device=None, lookahead=False, **options):
     """Patch `model` in place so its MoE experts come from `vault` (a path,
     opened with **options as smoe_open_opts fields, or an open Stream).
     Returns a StreamedModel. device: where experts are computed (default:
-    the device of the model's other parameters)."""
+    the device of the model's other parameters). lookahead: at each MoE
+    layer, guess the next layer's experts by its router and norm applied to
+    this layer's post-attention residual, and hint them (lookahead.py);
+    stats() then reports lookahead_recall."""
     if isinstance(vault, Stream):
         stream = vault
     else:
@@ -382,8 +395,23 @@ def stream_experts(model, vault, device=None, **options):
         raise NotSupported(codes["SMOE_ENOTSUP"], "stream_experts: no MoE experts module "
                            "found in %s (looked for modules named 'experts' under "
                            "'layers.N.')" % type(model).__name__)
+    if lookahead:
+        from .lookahead import Lookahead
+        layers = _decoder_layers(model)
+        if layers is None:
+            h.close()
+            raise NotSupported(codes["SMOE_ENOTSUP"], "stream_experts: lookahead needs the "
+                               "model's decoder layers (a ModuleList named 'layers')")
+        h.lookahead = Lookahead(h, layers, _top_k(None, model))
     model.smoe_stream = h
     return h
+
+
+def _decoder_layers(model):
+    for name, mod in model.named_modules():
+        if name.rsplit(".", 1)[-1] == "layers" and isinstance(mod, torch.nn.ModuleList):
+            return mod
+    return None
 
 
 def _checkpoint_files(path):

@@ -1,10 +1,10 @@
 """Stream and Blob: the library's stream handle and a claimed expert."""
 import collections
 import ctypes
-import threading
 
-from . import _lib
-from .errors import InvalidArgument, NotSupported, SmoeError, raise_for, codes
+from . import _check, _lib
+from ._handle import CLOSED, Handle
+from .errors import InvalidArgument, NotSupported, raise_for, codes
 
 # smoe_open_opts.flags
 OPEN_ALLOW_BUFFERED = 1 << 0
@@ -24,7 +24,6 @@ QUEUED, RESIDENT, INFLIGHT, SKIPPED = 0, 1, 2, 3
 READY, HIT = 0, 1
 
 _PREFETCH_SPECULATIVE = 1
-_FOREVER = (1 << 64) - 1
 # Returned by hot-path calls without a detailed message (no formatting on
 # the hot path): the binding words those itself.
 _SILENT = {codes.get("SMOE_EAGAIN"), codes.get("SMOE_ENOTRESIDENT"), codes.get("SMOE_EBUSY")}
@@ -65,12 +64,14 @@ class Stream:
     """
 
     def __init__(self, path, **options):
-        self._h = None
+        self._hd = None
         self.path = str(path)
+        what = "Stream(%r)" % self.path
+        c_path = _check.cstr(path, "path", what, path=True)
         opts = _lib.OpenOpts()
         _lib.open_opts_init(ctypes.byref(opts))
         opts.struct_size = _lib.OpenOpts.struct_size_for(_lib.VERSION)
-        self._keep = []  # strings and the log callback, alive as long as the stream
+        keep = []  # strings and the log callback, alive as long as the library's stream
         self._before_close = []  # e.g. unregistering the ring from a GPU
         for k, v in options.items():
             if k not in _lib.OpenOpts.since:
@@ -92,21 +93,24 @@ class Stream:
             if k == "log_fn":
                 v = self._log_callback(v)
             elif k == "replicas":
-                paths = [str(p).encode() for p in (v or [])]
+                paths = [_check.cstr(p, "replicas[%d]" % i, what, path=True)
+                         for i, p in enumerate(v or [])]
                 v = (_lib.cp * max(len(paths), 1))(*paths)
                 opts.n_replicas = len(paths)
             elif k.endswith("_path"):
-                v = None if v is None else str(v).encode()
+                v = None if v is None else _check.cstr(v, k, what, path=True)
             elif v is None:
                 continue
+            else:
+                lo, hi, ctype = _check.ctype_range(dict(_lib.OpenOpts._fields_)[k])
+                v = _check.integer(v, k, what, lo, hi, ctype)
             if v is not None:
-                self._keep.append(v)
+                keep.append(v)
             setattr(opts, k, v)
         h = _lib.S()
-        raise_for(_lib.open_(self.path.encode(), ctypes.byref(opts), ctypes.byref(h)))
-        self._h = h
+        raise_for(_lib.open_(c_path, ctypes.byref(opts), ctypes.byref(h)))
         self._flags = opts.flags
-        self._lock = threading.Lock()
+        self._hd = Handle(h, self.path, bool(opts.flags & OPEN_FORCE_CLOSE), keep)
         self._ring_tensor = None
         info = self.vault_info()
         self.layers, self.experts = info["layers"], info["experts"]
@@ -126,30 +130,33 @@ class Stream:
 
     # -- lifetime -------------------------------------------------------
 
-    def _handle(self):
-        h = self._h
-        if h is None:
-            raise InvalidArgument(codes["SMOE_EINVAL"], "stream %s is closed" % self.path)
-        return h
+    def _call(self, fn, *args):
+        """fn(the handle, *args), counted as a call in flight (_handle.py)."""
+        return self._hd.call(fn, *args)
 
     @property
     def closed(self):
-        return self._h is None
+        return self._hd is None or self._hd.state == CLOSED
 
     def shutdown(self):
         """Stop the streamer: waiting claims and later calls raise Shutdown."""
-        raise_for(_lib.shutdown(self._handle()))
+        raise_for(self._call(_lib.shutdown))
 
     def close(self):
         """Join the threads and free the stream. Raises Busy while blobs are
-        claimed (unless opened with OPEN_FORCE_CLOSE). Idempotent."""
-        if self._h is None:
-            return
+        claimed (unless opened with OPEN_FORCE_CLOSE: the blobs are then
+        released, and every later use of one raises). Calls other threads
+        are making in the library end first (they raise Shutdown). Arrays
+        and tensors over the ring keep it mapped until they go
+        (docs/python.md, "Lifetime"). Idempotent."""
+        self._ring_tensor = None
+        raise_for(self._hd.close(self._run_before_close), "close %s" % self.path)
+
+    def _run_before_close(self):
+        """Run the callbacks given for the close, each once (the handle calls
+        this once nothing can call in any more)."""
         while self._before_close:
             self._before_close.pop()()
-        raise_for(_lib.close(self._h), "close %s" % self.path)
-        self._h = None
-        self._ring_tensor = None
 
     def __enter__(self):
         return self
@@ -158,14 +165,18 @@ class Stream:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_h", None) is not None:
+        # Collected (in a reference cycle too): so is every Blob of it, which
+        # holds the Stream; release their claims and close.
+        hd = getattr(self, "_hd", None)
+        if hd is not None:
+            self._ring_tensor = None
             try:
-                _lib.close(self._h)
+                hd.close(self._run_before_close, finalising=True)
             except Exception:
                 pass
 
     def __repr__(self):
-        state = "closed" if self._h is None else "%d layers x %d experts" % (
+        state = "closed" if self.closed else "%d layers x %d experts" % (
             self.layers, self.experts)
         return "<smoe_stream.Stream %s: %s>" % (self.path, state)
 
@@ -174,8 +185,9 @@ class Stream:
     def prefetch(self, layer, expert, speculative=False):
         """Ask for an expert; never blocks. Returns QUEUED, RESIDENT, INFLIGHT
         or SKIPPED (speculative only)."""
-        rc = _lib.prefetch(self._handle(), layer, expert,
-                           _PREFETCH_SPECULATIVE if speculative else 0)
+        layer, expert = _check.u32(layer, "layer", "prefetch"), _check.u32(expert, "expert",
+                                                                           "prefetch")
+        rc = self._call(_lib.prefetch, layer, expert, _PREFETCH_SPECULATIVE if speculative else 0)
         if rc < 0:
             _hot_fail(rc, "prefetch (layer %d, expert %d)" % (layer, expert))
         return rc
@@ -186,7 +198,10 @@ class Stream:
         (smoe_prefetch_hint, since 1.1); never blocks. Returns QUEUED,
         RESIDENT, INFLIGHT or SKIPPED. A p outside [0, 1] or NaN raises
         InvalidArgument."""
-        rc = _lib.prefetch_hint(self._handle(), layer, expert, p)
+        what = "prefetch_hint"
+        layer, expert = _check.u32(layer, "layer", what), _check.u32(expert, "expert", what)
+        p = _check.probability(p, "p", lambda: "%s (layer %d, expert %d)" % (what, layer, expert))
+        rc = self._call(_lib.prefetch_hint, layer, expert, p)
         if rc < 0:
             _hot_fail(rc, "prefetch_hint (layer %d, expert %d)" % (layer, expert))
         return rc
@@ -194,7 +209,9 @@ class Stream:
     def cancel(self, layer, expert):
         """Cancel a queued speculative read no worker has started. True if
         cancelled; False if its read has started or none is queued."""
-        rc = _lib.cancel(self._handle(), layer, expert)
+        layer, expert = _check.u32(layer, "layer", "cancel"), _check.u32(expert, "expert",
+                                                                         "cancel")
+        rc = self._call(_lib.cancel, layer, expert)
         if rc in (codes["SMOE_EBUSY"], codes["SMOE_ENOTRESIDENT"]):
             return False
         if rc < 0:
@@ -206,46 +223,48 @@ class Stream:
 
         timeout None waits as long as it takes, a number of seconds waits up
         to that long (Timeout), 0 does not wait (WouldBlock if it is not
-        READY). A failed read raises ReadError.
+        READY). Infinity, or more than 584 years (UINT64_MAX ns), waits as
+        long as it takes; NaN or a negative timeout raises InvalidArgument.
+        A failed read raises ReadError.
         """
-        h = self._handle()
-        d = _lib.BlobDesc()
+        layer, expert = _check.u32(layer, "layer", "claim"), _check.u32(expert, "expert",
+                                                                        "claim")
+        ns = _check.timeout_ns(timeout, "claim")
         if timeout == 0:
-            rc = _lib.claim(h, layer, expert, ctypes.byref(d))
+            rc, c = self._hd.claim(_lib.claim, layer, expert)
         else:
-            ns = _FOREVER if timeout is None else max(0, int(timeout * 1e9))
-            rc = _lib.claim_wait(h, layer, expert, ns, ctypes.byref(d))
+            rc, c = self._hd.claim(_lib.claim_wait, layer, expert, ns)
         if rc < 0:
             _hot_fail(rc, "claim (layer %d, expert %d)" % (layer, expert))
-        return Blob(self, d, rc)
+        return Blob(self, c, rc)
 
     def release(self, blob):
         blob.release()
 
     def set_busy(self, busy=True):
         """Engine busy flag: no pre-warm reads start while busy."""
-        raise_for(_lib.set_busy(self._handle(), 1 if busy else 0))
+        raise_for(self._call(_lib.set_busy, 1 if busy else 0))
 
     def warmup(self):
         """Fill the ring's empty slots with the likeliest experts at the
         drive's speed (smoe_warmup, default options); returns at once, with
         the number of experts chosen."""
-        rc = _lib.warmup(self._handle(), None)
+        rc = self._call(_lib.warmup, None)
         raise_for(rc, "warmup %s" % self.path)
         return rc
 
     def warmup_wait(self, timeout=None):
-        """Wait for the running warm-up to end (Timeout after `timeout` s)."""
-        ns = _FOREVER if timeout is None else max(0, int(timeout * 1e9))
-        raise_for(_lib.warmup_wait(self._handle(), ns))
+        """Wait for the running warm-up to end (Timeout after `timeout` s;
+        timeouts as claim's)."""
+        raise_for(self._call(_lib.warmup_wait, _check.timeout_ns(timeout, "warmup_wait")))
 
     def warmup_cancel(self):
         """Stop the running warm-up; returns once no worker reads for it."""
-        raise_for(_lib.warmup_cancel(self._handle()))
+        raise_for(self._call(_lib.warmup_cancel))
 
     def freq_save(self):
         """Save the popularity histogram now."""
-        raise_for(_lib.freq_save(self._handle()), "freq_save %s" % self.path)
+        raise_for(self._call(_lib.freq_save), "freq_save %s" % self.path)
 
     # -- queries ----------------------------------------------------------
 
@@ -254,16 +273,18 @@ class Stream:
         library version fills."""
         st = _lib.Stats()
         st.struct_size = _lib.Stats.struct_size_for(_lib.VERSION)
-        raise_for(_lib.get_stats(self._handle(), ctypes.byref(st)))
+        raise_for(self._call(_lib.get_stats, ctypes.byref(st)))
         return _fields(st)
 
     def ring_region(self):
         """The ring's memory, for registering it once with a GPU API:
         dict(base (an address), length, slot_stride, slots; since 1.1 also
-        fd, fd_offset: the ring's memory file with OPEN_SHAREABLE, else -1)."""
+        fd, fd_offset: the ring's memory file with OPEN_SHAREABLE, else -1).
+        The address is valid until the stream is closed; Python views of
+        the ring come from ring_tensor() and Blob, which keep it mapped."""
         r = _lib.RingRegion()
         r.struct_size = _lib.RingRegion.struct_size_for(_lib.VERSION)
-        raise_for(_lib.ring_region_get(self._handle(), ctypes.byref(r)))
+        raise_for(self._call(_lib.ring_region_get, ctypes.byref(r)))
         return _fields(r)
 
     def vault_info(self):
@@ -271,24 +292,23 @@ class Stream:
         file_size, vault_id)."""
         vi = _lib.VaultInfo()
         vi.struct_size = _lib.VaultInfo.struct_size_for(_lib.VERSION)
-        raise_for(_lib.vault_info_get(self._handle(), ctypes.byref(vi)))
+        raise_for(self._call(_lib.vault_info_get, ctypes.byref(vi)))
         return _fields(vi)
 
     def _read_layout(self, layout):
-        h = self._handle()
-        n = raise_for(_lib.layout_count(h, layout), "layout %d" % layout)
+        n = raise_for(self._call(_lib.layout_count, layout), "layout %d" % layout)
         out = []
         for i in range(n):
             c = _lib.Component()
-            raise_for(_lib.layout_component(h, layout, i, ctypes.byref(c)))
+            raise_for(self._call(_lib.layout_component, layout, i, ctypes.byref(c)))
             out.append(_component(c))
         return out
 
     def layout(self, layout=0):
         """The components of blob layout `layout`, in blob order."""
-        self._handle()
-        if not 0 <= layout < len(self._layouts):
-            raise_for(_lib.layout_count(self._h, layout), "layout %d" % layout)
+        layout = _check.u32(layout, "layout", "layout")
+        if not 0 <= layout < len(self._layouts) or self.closed:
+            raise_for(self._call(_lib.layout_count, layout), "layout %d" % layout)
         return list(self._layouts[layout])
 
     def layouts(self):
@@ -296,11 +316,13 @@ class Stream:
 
     def component(self, layout, name):
         """Component `name` of a layout (NotFound if it has none)."""
-        for c in self._layouts[layout] if 0 <= layout < len(self._layouts) else ():
+        layout = _check.u32(layout, "layout", "component")
+        c_name = _check.cstr(name, "name", "component")
+        for c in self._layouts[layout] if layout < len(self._layouts) else ():
             if c.name == name:
                 return c
         c = _lib.Component()
-        raise_for(_lib.layout_find(self._handle(), layout, name.encode(), ctypes.byref(c)),
+        raise_for(self._call(_lib.layout_find, layout, c_name, ctypes.byref(c)),
                   "layout %d" % layout)
         return _component(c)
 
@@ -312,50 +334,57 @@ class Stream:
         if key is None:
             return {k: v for k, v in ((k, self.meta(k)) for k in self.META_KEYS)
                     if v is not None}
-        v = _lib.meta_get(self._handle(), key.encode())
+        v = self._call(_lib.meta_get, _check.cstr(key, "key", "meta"))
         return None if v is None else v.decode()
 
     def ring_tensor(self):
         """The whole ring as one zero-copy torch uint8 tensor (CPU), for
-        engines that address blobs by ring_offset."""
-        if self._ring_tensor is None:
+        engines that address blobs by ring_offset. It, and every tensor
+        made from it, keeps the ring mapped (docs/python.md, "Lifetime")."""
+        t = self._ring_tensor
+        if t is None:
             import torch
-            r = self.ring_region()
-            buf = (ctypes.c_uint8 * r["length"]).from_address(r["base"])
-            self._ring_tensor = torch.frombuffer(buf, dtype=torch.uint8)
-        return self._ring_tensor
-
+            t = torch.frombuffer(self._hd.ring(), dtype=torch.uint8)
+            self._ring_tensor = t
+        return t
 
 class Blob:
     """A claimed expert. Its memory is valid until release(); leaving a
     `with` block releases it. Arrays and tensors from numpy() and torch() are
     views of the ring: copy what must outlive the release."""
 
-    __slots__ = ("_stream", "_d", "status", "_mv", "_views", "__weakref__")
+    __slots__ = ("_stream", "_c", "status", "_mv", "__weakref__")
 
-    def __init__(self, stream, desc, status):
+    def __init__(self, stream, claim, status):
         self._stream = stream
-        self._d = desc
+        self._c = claim  # _handle.Claim: the descriptor, the views given out
         self.status = status
         self._mv = None
-        self._views = []
 
-    layer = property(lambda self: self._d.layer)
-    expert = property(lambda self: self._d.expert)
-    layout = property(lambda self: self._d.layout)
-    size = property(lambda self: self._d.size)
-    ring_offset = property(lambda self: self._d.ring_offset)
+    layer = property(lambda self: self._c.desc.layer)
+    expert = property(lambda self: self._c.desc.expert)
+    layout = property(lambda self: self._c.desc.layout)
+    size = property(lambda self: self._c.desc.size)
+    ring_offset = property(lambda self: self._c.desc.ring_offset)
 
     @property
     def released(self):
-        return not self._d.held
+        return self._c.ended is not None
+
+    def _ended_error(self, what=None):
+        d = self._c.desc
+        if self._c.ended == "closed":
+            msg = "stream %s was closed while blob (layer %d, expert %d) was claimed" % (
+                self._stream.path, d.layer, d.expert)
+        else:
+            msg = "blob (layer %d, expert %d) was released; claim it again" % (d.layer,
+                                                                              d.expert)
+        return InvalidArgument(codes["SMOE_EINVAL"], "%s: %s" % (what, msg) if what else msg)
 
     def _live(self):
-        if not self._d.held:
-            raise InvalidArgument(codes["SMOE_EINVAL"], "blob (layer %d, expert %d) was "
-                                  "released; claim it again" % (self._d.layer,
-                                                                self._d.expert))
-        return self._d
+        if self._c.ended:
+            raise self._ended_error()
+        return self._c.desc
 
     @property
     def address(self):
@@ -365,7 +394,9 @@ class Blob:
     def _memory(self):
         d = self._live()
         if self._mv is None:
-            self._mv = memoryview((ctypes.c_uint8 * d.size).from_address(d.data)).cast("B")
+            mv = memoryview(self._stream._hd.ring()).cast("B")
+            self._mv = mv[d.ring_offset:d.ring_offset + d.size]
+            self._c.views.append(self._mv)
         return self._mv
 
     @property
@@ -373,7 +404,10 @@ class Blob:
         """A read-only memoryview of the payload; released with the blob, so
         a later access raises ValueError."""
         v = self._memory().toreadonly()
-        self._views.append(v)
+        self._c.views.append(v)
+        if self._c.ended:  # a close on another thread ended it meanwhile
+            self._c.drop_views()
+            raise self._ended_error()
         return v
 
     @property
@@ -403,28 +437,14 @@ class Blob:
 
     def release(self):
         """Give the expert back (idempotent). The memoryviews from .buffer
-        are released with it."""
-        if not self._d.held:
-            return
-        for v in self._views:
-            try:
-                v.release()
-            except BufferError:
-                pass  # an array made from it is alive: it outlives the blob
-        self._views = []
-        if self._mv is not None:
-            try:
-                self._mv.release()
-            except BufferError:
-                pass  # numpy arrays over it are alive; they outlive the blob
-            self._mv = None
-        h = self._stream._h
-        if h is None:
-            raise InvalidArgument(codes["SMOE_EINVAL"], "release: stream %s is closed"
-                                  % self._stream.path)
-        rc = _lib.release(h, ctypes.byref(self._d))
+        are released with it. After a close of the stream (OPEN_FORCE_CLOSE)
+        released it, raises InvalidArgument."""
+        if self._c.ended == "closed":
+            raise self._ended_error("release")
+        rc = self._stream._hd.release(self._c)
         if rc < 0:
-            _hot_fail(rc, "release (layer %d, expert %d)" % (self._d.layer, self._d.expert))
+            d = self._c.desc
+            _hot_fail(rc, "release (layer %d, expert %d)" % (d.layer, d.expert))
 
     def __enter__(self):
         return self
@@ -433,12 +453,14 @@ class Blob:
         self.release()
 
     def __del__(self):
+        # Through the handle, which does nothing once the claim has ended
+        # (released, or by a close): never a call on a freed stream.
         try:
-            if self._d.held and self._stream._h is not None:
-                self.release()
+            self._stream._hd.release(self._c)
         except Exception:
             pass
 
     def __repr__(self):
+        d = self._c.desc
         return "<smoe_stream.Blob layer %d expert %d, %d bytes%s>" % (
-            self._d.layer, self._d.expert, self._d.size, "" if self._d.held else ", released")
+            d.layer, d.expert, d.size, ", released" if self._c.ended else "")

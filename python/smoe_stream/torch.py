@@ -67,7 +67,7 @@ class ExpertStore:
         self.stream = stream
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
-        self.ring = stream.ring_tensor()
+        stream.ring_tensor()  # the ring's views: made once, dropped by the stream's close
         slots = stream.ring_region()["slots"]
         # Reads in flight ahead of the consumer, and blobs held until their
         # copies land: together well under the ring, so demand never finds
@@ -80,6 +80,12 @@ class ExpertStore:
             register_ring(stream)
 
     # -- views ------------------------------------------------------------
+
+    @property
+    def ring(self):
+        """The ring as a uint8 tensor; not kept here, so that closing the
+        stream frees the ring at once when no expert's tensor is left."""
+        return self.stream.ring_tensor()
 
     def _layout_views(self, layout):
         v = self._views.get(layout)
@@ -96,11 +102,11 @@ class ExpertStore:
     def views(self, blob):
         """{component name: zero-copy CPU tensor} of a claimed blob; its
         .layout is the blob's layout index."""
-        base = blob.ring_offset
+        base, ring = blob.ring_offset, self.ring
         out = Weights()
         out.layout = blob.layout
         for name, off, nb, dt, shape in self._layout_views(blob.layout):
-            t = self.ring[base + off:base + off + nb]
+            t = ring[base + off:base + off + nb]
             out[name] = t.view(dt).view(shape) if dt is not None else t
         return out
 

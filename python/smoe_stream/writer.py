@@ -1,7 +1,7 @@
 """Writer: smoe_writer_*, for vaults made from Python (tests, converters)."""
 import ctypes
 
-from . import _lib
+from . import _check, _lib
 from .errors import raise_for
 
 
@@ -13,9 +13,13 @@ class Writer:
 
     def __init__(self, path, layers, experts, component_align=0):
         self.path = str(path)
-        o = _lib.WriterOpts(ctypes.sizeof(_lib.WriterOpts), layers, experts, component_align, 0)
+        what = "Writer(%r)" % self.path
+        c_path = _check.cstr(path, "path", what, path=True)
+        o = _lib.WriterOpts(ctypes.sizeof(_lib.WriterOpts), _check.u32(layers, "layers", what),
+                            _check.u32(experts, "experts", what),
+                            _check.u32(component_align, "component_align", what), 0)
         h = _lib.W()
-        raise_for(_lib.writer_open(self.path.encode(), ctypes.byref(o), ctypes.byref(h)))
+        raise_for(_lib.writer_open(c_path, ctypes.byref(o), ctypes.byref(h)))
         self._h = h
 
     def _handle(self):
@@ -28,25 +32,20 @@ class Writer:
         for i, c in enumerate(components):
             if hasattr(c, "_asdict"):
                 c = (c.name, c.dtype, c.shape, c.offset, c.nbytes, c.quant_group, c.quant_bits)
-            name, dtype, shape, offset, nbytes = c[:5]
-            arr[i].name = name.encode()
-            arr[i].dtype = dtype
-            arr[i].ndim = len(shape)
-            for j, d in enumerate(shape):
-                arr[i].shape[j] = d
-            arr[i].offset = offset
-            arr[i].nbytes = nbytes
-            if len(c) > 5:
-                arr[i].quant_group, arr[i].quant_bits = c[5], c[6]
+            _component(arr[i], c, "add_layout: component %d" % i)
         lid = _lib.u32()
         raise_for(_lib.writer_add_layout(self._handle(), arr, len(components),
                                          ctypes.byref(lid)))
         return lid.value
 
     def set_meta(self, key, value):
-        raise_for(_lib.writer_set_meta(self._handle(), key.encode(), str(value).encode()))
+        raise_for(_lib.writer_set_meta(self._handle(), _check.cstr(key, "key", "set_meta"),
+                                       _check.cstr(str(value), "value", "set_meta")))
 
     def add_blob(self, layer, expert, layout, data):
+        what = "add_blob"
+        layer, expert = _check.u32(layer, "layer", what), _check.u32(expert, "expert", what)
+        layout = _check.u32(layout, "layout", what)
         mv = memoryview(data).cast("B")
         buf = (ctypes.c_uint8 * len(mv)).from_buffer_copy(mv) if mv.readonly else \
             (ctypes.c_uint8 * len(mv)).from_buffer(mv)
@@ -74,3 +73,26 @@ class Writer:
     def __del__(self):
         if getattr(self, "_h", None) is not None:
             _lib.writer_abort(self._h)
+
+
+def _component(out, c, what):
+    """Fill smoe_component `out` from (name, dtype, shape, offset, nbytes[,
+    quant_group, quant_bits]), each value checked against its C type."""
+    name, dtype, shape, offset, nbytes = c[:5]
+    b = _check.cstr(name, "name", what)
+    if len(b) >= _lib.COMPONENT_NAME_MAX:
+        raise _check.bad(what, "name %r is longer than %d bytes" % (name,
+                                                                   _lib.COMPONENT_NAME_MAX - 1))
+    if len(shape) > _lib.MAX_DIMS:
+        raise _check.bad(what, "shape %r has more than %d dimensions" % (tuple(shape),
+                                                                        _lib.MAX_DIMS))
+    out.name = b
+    out.dtype = _check.u32(dtype, "dtype", what)
+    out.ndim = len(shape)
+    for j, d in enumerate(shape):
+        out.shape[j] = _check.u64(d, "shape[%d]" % j, what)
+    out.offset = _check.u64(offset, "offset", what)
+    out.nbytes = _check.u64(nbytes, "nbytes", what)
+    if len(c) > 5:
+        out.quant_group = _check.u32(c[5], "quant_group", what)
+        out.quant_bits = _check.u32(c[6], "quant_bits", what)

@@ -4,6 +4,7 @@ import json
 import os
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -86,4 +87,38 @@ def pack(src, out):
     r = subprocess.run([smoe_tool(), "pack", "--quiet", "--out", str(out), str(src)],
                        capture_output=True, text=True)
     assert r.returncode == 0, "smoe pack %s failed:\n%s%s" % (src, r.stdout, r.stderr)
+    return r.stdout
+
+
+def run_child(code, vault, library=None, timeout=120):
+    """Run `code` in a Python process of its own (a crash or a hang there is
+    a failed test here, not a dead test run), with `vault`, open_stream,
+    blob_bytes and smoe_stream defined; library: the libsmoe_stream to load
+    (default: this process's). Returns the CompletedProcess; a hang past
+    `timeout` seconds is reported as returncode None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(here, ".."), here]))
+    if library:
+        env["SMOE_STREAM_LIBRARY"] = library
+    prelude = ("import gc, os, sys, threading, time\n"
+               "import smoe_stream\n"
+               "from conftest import open_stream, blob_bytes\n"
+               "vault = %r\n" % vault)
+    try:
+        return subprocess.run([sys.executable, "-c", prelude + code], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
+            else (e.stdout or "")
+        err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) \
+            else (e.stderr or "")
+        return subprocess.CompletedProcess(e.cmd, None, out, err)
+
+
+def child_ok(r):
+    """Assert a run_child process ended cleanly; its output otherwise."""
+    how = ("hung (killed after its timeout)" if r.returncode is None else
+           "killed by signal %d" % -r.returncode if r.returncode < 0 else
+           "exited %d" % r.returncode)
+    assert r.returncode == 0, "child %s:\n%s%s" % (how, r.stdout, r.stderr)
     return r.stdout

@@ -60,6 +60,19 @@ def test_library_and_version():
     assert smoe_stream.dtype_name(BF16) == "bf16"
 
 
+def test_package_version_is_the_library_version():
+    """One version: the package's (smoe_stream/__init__.py, which
+    pyproject.toml reads) is the library's, as CMakeLists.txt's project()
+    sets it and smoe_version_string() reports it."""
+    here = os.path.dirname(__file__)
+    cmake = open(os.path.join(here, "..", "..", "CMakeLists.txt")).read()
+    project = re.search(r"project\(smoe_stream VERSION (\d+\.\d+\.\d+)", cmake).group(1)
+    assert smoe_stream.__version__ == project == smoe_stream.library_version
+    pyproject = open(os.path.join(here, "..", "pyproject.toml")).read()
+    assert 'version = {attr = "smoe_stream.__version__"}' in pyproject
+    assert not os.path.exists(os.path.join(here, "..", "setup.py"))
+
+
 def test_roundtrip_every_expert(tmp):
     p = str(tmp / "v.smoe")
     size = write_vault(p, 3, 5)

@@ -1,8 +1,9 @@
 /* proc_posix.c - processes and directory listings (proc.h): getpid,
- * kill(pid, 0), opendir and readdir. */
+ * kill(pid, 0), opendir and readdir; getrlimit. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -29,4 +30,12 @@ int smoe__dir_each(const char *dir, void (*fn)(void *u, const char *name), void 
         fn(u, e->d_name);
     closedir(d);
     return 0;
+}
+
+uint64_t smoe__proc_open_max(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)rl.rlim_cur;
 }

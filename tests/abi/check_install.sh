@@ -5,6 +5,8 @@
 #    once through pkg-config (shared, and static with Requires.private) and
 #    once through a CMake project using find_package(smoe_stream 1.0)
 #    (targets smoe::smoe_stream and smoe::smoe_stream_static);
+#  - examples/quickstart.c (README's "Use") built through pkg-config with
+#    the same warnings, and run on a vault the installed smoe generates;
 #  - find_package(smoe_stream 2.0) must fail (SameMajorVersion);
 #  - a shared consumer needs libsmoe_stream.so.<major> and not libxxhash;
 #  - nm -D: the installed library defines only smoe_* symbols, each with
@@ -69,6 +71,15 @@ esac
 case " $needed" in
 *xxhash*) fail "xxHash leaks to a shared consumer: $needed" ;;
 esac
+# README's program, built as its first lines say (with -Wpedantic besides),
+# run on a vault from the installed smoe where the build has the tool.
+run "examples/quickstart.c built through pkg-config" $cc $warn \
+    "$src/examples/quickstart.c" $cflags $libs -o "$tmp/quickstart"
+if [ -x "$prefix/bin/smoe" ]; then
+    run "installed smoe gen" "$prefix/bin/smoe" gen --out "$tmp/q.smoe" --layers 2 \
+        --experts 4 --blob-bytes 64K --top-k 2
+    run "quickstart runs" env LD_LIBRARY_PATH="$libdir" "$tmp/quickstart" "$tmp/q.smoe"
+fi
 static_libs=$(pkg-config --static --libs smoe_stream | sed "s|-lsmoe_stream|$libdir/libsmoe_stream.a|")
 run "C11 consumer built with the static library (Requires.private)" $cc -std=c11 $warn \
     $cflags "$src/tests/abi/consumer.c" $static_libs -o "$tmp/c_static"

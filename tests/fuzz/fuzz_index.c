@@ -87,9 +87,22 @@ static void check_loaded(const smoe__vault *v)
         const smoe__vault_source *s = &v->sources[i];
         size_t len = strlen(s->name);
         if (len == 0 || len > SMOE__V2_NAME_MAX || s->name[0] == '/' || !s->align ||
-            (s->align & (s->align - 1)) || s->header_bytes > s->size)
+            (s->align & (s->align - 1)) || s->header_bytes > s->size ||
+            strstr(s->name, "/./") || strstr(s->name, "//") || !strcmp(s->name, ".."))
             abort();
     }
+    /* Each source's extents by offset, every extent once (source_hdr.c
+     * checks them against the file's tensors in this order). */
+    if (v->xt_source_first[0] != 0 || v->xt_source_first[v->n_sources] != v->n_extents)
+        abort();
+    for (uint32_t i = 0; i < v->n_sources; i++)
+        for (uint32_t k = v->xt_source_first[i]; k < v->xt_source_first[i + 1]; k++) {
+            const smoe__vault_xt *x = &v->extents[v->xt_by_source[k]];
+            if (v->xt_by_source[k] >= v->n_extents || x->source != i ||
+                (k > v->xt_source_first[i] &&
+                 x->offset < v->extents[v->xt_by_source[k - 1]].offset))
+                abort();
+        }
     check_plan(v);
     static const char *const keys[] = {"model", "top_k", "quant", "source_format", "="};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {

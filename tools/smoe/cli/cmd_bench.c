@@ -141,6 +141,12 @@ static int bench_files(bench_env *env, const smoe__vault *v, const char *path)
         char p[4096];
         if (index && smoe__source_path(v, i, p, sizeof p) < 0)
             return SMOE_EINVAL;
+        /* The page-cache modes read the sources directly: only ones that
+         * pass smoe_open's checks (docs/security.md). */
+        smoe__source_state st;
+        int rc = index ? smoe__source_check(v, i, smoe__io_get(), &st) : 0;
+        if (rc < 0)
+            return rc;
         if (!(env->files[i] = strdup(index ? p : path)))
             return smoe__fail(SMOE_ENOMEM, "out of memory");
         env->file_sizes[i] = index ? v->sources[i].size : v->file_size;

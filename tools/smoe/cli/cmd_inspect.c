@@ -111,10 +111,14 @@ static const char *source_status(const facts *f, uint32_t i)
         return "not a regular file";
     if (!st->size_ok)
         return "changed (size)";
+    if (f->src_rc[i] < 0 && !st->kind_ok && f->src_rc[i] == SMOE_ESOURCE)
+        return "not the file recorded (kind or header size)";
     if (f->src_rc[i] < 0 && !st->header_hash)
         return "unreadable";
     if (!st->header_ok)
         return "changed (header)";
+    if (!st->extents_ok)
+        return "extents outside its tensors";
     return st->mtime_ok ? "present, unchanged" : "present, unchanged (but modified since)";
 }
 
@@ -435,8 +439,8 @@ int cmd_inspect(int argc, char **argv)
     free(f.src);
     free(f.src_rc);
     if (rc == 0 && f.bad_sources)
-        rc = tool_error(cmd, "%s: %" PRIu32 " of its %" PRIu32 " source files %s missing or "
-                        "changed", a.path, f.bad_sources, v.n_sources,
+        rc = tool_error(cmd, "%s: %" PRIu32 " of its %" PRIu32 " source files %s missing, "
+                        "changed or not as the vault records them", a.path, f.bad_sources, v.n_sources,
                         f.bad_sources == 1 ? "is" : "are");
     smoe__vault_free(&v);
     if (rc == 0 && fflush(stdout) != 0)

@@ -3,8 +3,10 @@
  * read every blob (in file order, buffered, with a sequential-access hint)
  * and check its XXH3 checksum and that its padding is zero; then the same
  * for the scout file beside it, when there is one (docs/scout-format.md).
- * An index vault: every source file against its record, then every
- * expert's components read from the sources and hashed in order.
+ * An index vault: every source file against its record (its kind, header
+ * and extents as smoe_open checks them: nothing is read from a source that
+ * fails), then every expert's components read from the sources and
+ * hashed in order.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -147,7 +150,18 @@ static int check_sources(const smoe__vault *v, int *fds)
             fprintf(stderr, "smoe verify: %s: source %" PRIu32 " '%s': modified since it was "
                     "indexed, but its size and header are unchanged\n", v->path, i,
                     v->sources[i].name);
-        fds[i] = open(st.path, O_RDONLY | O_CLOEXEC);
+        fds[i] = open(st.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        /* Only the file just checked is read: not one put in its place. */
+        struct stat fs;
+        if (fds[i] >= 0 && (fstat(fds[i], &fs) != 0 || (uint64_t)fs.st_dev != st.dev ||
+                            (uint64_t)fs.st_ino != st.ino)) {
+            tool_error(cmd, "%s: source %" PRIu32 " '%s' (%s) was replaced while it was "
+                       "checked", v->path, i, v->sources[i].name, st.path);
+            close(fds[i]);
+            fds[i] = -1;
+            bad++;
+            continue;
+        }
 #if defined(POSIX_FADV_SEQUENTIAL)
         if (fds[i] >= 0)
             posix_fadvise(fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);

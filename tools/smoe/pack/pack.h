@@ -143,6 +143,10 @@ int pack_read_header(const char *path, size_t first, pack_source *s, pack_header
 int pack_st_parse_header(const uint8_t *buf, size_t n, uint64_t file_size,
                          const char *fname, uint32_t file, pack_source *s);
 
+/* The most shard files an index may name: the most sources an index
+ * vault may have (docs/vault-format.md, "sources"). */
+#define PACK_MAX_SHARDS 65536u
+
 /* A sharded checkpoint's index: tensor name -> shard file name. */
 typedef struct pack_st_index {
     char **shards;        /* distinct shard file names, in first-seen order */
@@ -152,7 +156,8 @@ typedef struct pack_st_index {
     size_t n_names;
 } pack_st_index;
 
-/* Parse model.safetensors.index.json held in json[0..n). */
+/* Parse model.safetensors.index.json held in json[0..n): linear in its
+ * entries; SMOE_ECOUNT past PACK_MAX_SHARDS distinct shards. */
 int pack_st_parse_index(const char *json, size_t n, const char *fname,
                         pack_st_index *out);
 void pack_st_index_free(pack_st_index *ix);

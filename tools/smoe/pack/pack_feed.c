@@ -99,10 +99,10 @@ int pack_feed_open(pack_feed *f, const pack_source *s, const pack_plan *p, int w
     for (uint32_t i = 0; i < s->n_files; i++)
         f->fds[i] = -1;
     for (uint32_t i = 0; i < s->n_files; i++) {
-        int fd = f->io->open(f->io, s->files[i].path, SMOE__IO_RDONLY);
+        smoe__io_stat st;
+        int fd = smoe__io_open_file(f->io, s->files[i].path, 0, NULL, &st);
         if (fd < 0)
-            return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", s->files[i].path,
-                              strerror(-fd));
+            return fd;
         f->fds[i] = fd;
 #if defined(POSIX_FADV_SEQUENTIAL)
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: larger read-ahead */

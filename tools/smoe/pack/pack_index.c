@@ -149,14 +149,12 @@ static int name_sources(ictx *c)
 static int read_header(ictx *c, uint32_t i, XXH3_state_t *st)
 {
     const pack_file *f = &c->s->files[i];
-    int fd = smoe__io_open(c->io, f->path, SMOE__IO_RDONLY);
-    if (fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", f->path, strerror(-fd));
     smoe__io_stat fs;
-    int rc = smoe__io_fstat(c->io, fd, &fs);
-    if (rc < 0)
-        rc = smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", f->path, strerror(-rc));
-    else if (fs.size != f->size)
+    int fd = smoe__io_open_file(c->io, f->path, 0, NULL, &fs);
+    if (fd < 0)
+        return fd;
+    int rc = 0;
+    if (fs.size != f->size)
         rc = smoe__fail(SMOE_ESOURCE, "%s: its size changed while it was being indexed (%"
                         PRIu64 " bytes, then %" PRIu64 ")", f->path, f->size, fs.size);
     if (rc < 0 || f->header_bytes == 0 || f->header_bytes > SMOE__V2_HEADER_MAX) {

@@ -154,12 +154,13 @@ int pack_source_open(pack_source *s, const char *path)
         /* No telling suffix: GGUF has a magic number, safetensors has not. */
         const smoe__io *io = smoe__io_get();
         uint8_t magic[4] = {0};
-        int fd = io->open(io, path, SMOE__IO_RDONLY);
+        smoe__io_stat fst;
+        int fd = smoe__io_open_file(io, path, 0, NULL, &fst);
         if (fd < 0)
-            return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+            return fd;
         int err;
         int r = smoe__io_read_full(io, fd, magic, 4, 0, NULL, &err);
-        io->close(io, fd);
+        smoe__io_close(io, fd);
         if (r == 0 && !memcmp(magic, "GGUF", 4))
             return pack_gguf_load_file(s, path);
         rc = pack_st_load_file(s, path);

@@ -24,20 +24,16 @@ static int read_prefix(int fd, uint8_t *buf, size_t n, const char *path)
     return rc;
 }
 
-/* Open path for reading; *size gets its size. 0, or SMOE_ESYS naming the
- * file. */
+/* Open path for reading as the library opens a vault (without waiting on
+ * a FIFO, a regular file or a block device only); *size gets its size. 0,
+ * or SMOE_ESYS / SMOE_EINVAL naming the file. */
 static int open_read(const char *path, int *fd, uint64_t *size)
 {
-    const smoe__io *io = smoe__io_get();
-    *fd = smoe__io_open(io, path, SMOE__IO_RDONLY);
+    smoe__io_stat st;
+    *fd = smoe__io_open_file(smoe__io_get(), path, 0, NULL, &st);
     if (*fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-*fd));
-    int rc = smoe__io_size(io, *fd, size);
-    if (rc < 0) {
-        smoe__io_close(io, *fd);
-        *fd = -1;
-        return smoe__fail(SMOE_ESYS, "%s: cannot stat: %s", path, strerror(-rc));
-    }
+        return *fd;
+    *size = st.size;
     return 0;
 }
 

@@ -298,6 +298,72 @@ static int bad_shard_name(const char *f)
     return !*f || f[0] == '/' || strstr(f, "..") || strlen(f) >= PACK_NAME_MAX;
 }
 
+/* Shard f's index in out->shards, added when new. seen maps each name to
+ * its index (json-c's hash table, keys owned by out->shards): linear in
+ * the entries, where a search of the list was quadratic in the shards. */
+static int shard_index(pack_st_index *out, struct lh_table *seen, const char *f,
+                       const char *fname, uint32_t *cap, uint32_t *k)
+{
+    void *v;
+    if (lh_table_lookup_ex(seen, f, &v)) {
+        *k = (uint32_t)(uintptr_t)v;
+        return 0;
+    }
+    if (out->n_shards == PACK_MAX_SHARDS)
+        return smoe__fail(SMOE_ECOUNT, "%s: weight_map names more than %u shard files, the "
+                          "most a vault may have as sources (docs/vault-format.md)", fname,
+                          PACK_MAX_SHARDS);
+    if (out->n_shards == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 16;
+        char **sh = realloc(out->shards, c * sizeof *sh);
+        if (!sh)
+            return smoe__fail(SMOE_ENOMEM, "out of memory");
+        out->shards = sh;
+        *cap = c;
+    }
+    char *copy = strdup(f);
+    if (!copy)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    *k = out->n_shards;
+    out->shards[out->n_shards++] = copy;
+    if (lh_table_insert(seen, copy, (void *)(uintptr_t)*k) != 0)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* weight_map's entries into out (its arrays sized for them). */
+static int parse_weight_map(struct json_object *wm, const char *fname, pack_st_index *out)
+{
+    struct lh_table *seen = lh_kchar_table_new(64, NULL);
+    if (!seen)
+        return smoe__fail(SMOE_ENOMEM, "out of memory");
+    uint32_t cap = 0;
+    int rc = 0;
+    json_object_object_foreach(wm, key, val) {
+        if (!json_object_is_type(val, json_type_string)) {
+            rc = smoe__fail(SMOE_EFORMAT, "%s: weight_map['%.200s'] is not a file name",
+                            fname, key);
+            break;
+        }
+        const char *f = json_object_get_string(val);
+        if (bad_shard_name(f)) {
+            rc = smoe__fail(SMOE_EFORMAT, "%s: weight_map['%.200s']: shard name '%.200s' "
+                            "must be a relative path inside the checkpoint", fname, key, f);
+            break;
+        }
+        uint32_t k = 0;
+        if ((rc = shard_index(out, seen, f, fname, &cap, &k)) < 0)
+            break;
+        if (!(out->names[out->n_names] = strdup(key))) {
+            rc = smoe__fail(SMOE_ENOMEM, "out of memory");
+            break;
+        }
+        out->shard_of[out->n_names++] = k;
+    }
+    lh_table_free(seen);
+    return rc;
+}
+
 int pack_st_parse_index(const char *json, size_t n, const char *fname, pack_st_index *out)
 {
     memset(out, 0, sizeof *out);
@@ -313,44 +379,10 @@ int pack_st_parse_index(const char *json, size_t n, const char *fname, pack_st_i
     size_t count = (size_t)json_object_object_length(wm);
     out->names = calloc(count ? count : 1, sizeof *out->names);
     out->shard_of = calloc(count ? count : 1, sizeof *out->shard_of);
-    if (!out->names || !out->shard_of) {
-        json_object_put(root);
-        pack_st_index_free(out);
-        return smoe__fail(SMOE_ENOMEM, "out of memory");
-    }
-    json_object_object_foreach(wm, key, val) {
-        if (!json_object_is_type(val, json_type_string)) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: weight_map['%.200s'] is not a file name",
-                            fname, key);
-            break;
-        }
-        const char *f = json_object_get_string(val);
-        if (bad_shard_name(f)) {
-            rc = smoe__fail(SMOE_EFORMAT, "%s: weight_map['%.200s']: shard name '%.200s' "
-                            "must be a relative path inside the checkpoint", fname, key, f);
-            break;
-        }
-        uint32_t k;
-        for (k = 0; k < out->n_shards; k++)
-            if (!strcmp(out->shards[k], f))
-                break;
-        if (k == out->n_shards) {
-            char **sh = realloc(out->shards, (out->n_shards + 1) * sizeof *sh);
-            if (!sh || !(sh[out->n_shards] = strdup(f))) {
-                if (sh)
-                    out->shards = sh;
-                rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-                break;
-            }
-            out->shards = sh;
-            out->n_shards++;
-        }
-        if (!(out->names[out->n_names] = strdup(key))) {
-            rc = smoe__fail(SMOE_ENOMEM, "out of memory");
-            break;
-        }
-        out->shard_of[out->n_names++] = k;
-    }
+    if (!out->names || !out->shard_of)
+        rc = smoe__fail(SMOE_ENOMEM, "out of memory");
+    else
+        rc = parse_weight_map(wm, fname, out);
     json_object_put(root);
     if (rc == 0 && out->n_shards == 0)
         rc = smoe__fail(SMOE_EFORMAT, "%s: weight_map is empty", fname);

@@ -326,9 +326,10 @@ int pack_scout_load(const char *path, pack_scout *out)
 int pack_scout_check_data(const char *path, const pack_scout *sc)
 {
     const smoe__io *io = smoe__io_get();
-    int fd = io->open(io, path, SMOE__IO_RDONLY);
+    smoe__io_stat fst;
+    int fd = smoe__io_open_file(io, path, 0, NULL, &fst);
     if (fd < 0)
-        return smoe__fail(SMOE_ESYS, "%s: cannot open: %s", path, strerror(-fd));
+        return fd;
     size_t cap = 8u << 20;
     uint8_t *buf = malloc(cap);
     XXH3_state_t *st = XXH3_createState();

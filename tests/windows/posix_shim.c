@@ -1,0 +1,328 @@
+/* posix_shim.c - see posix_shim.h. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <windows.h>
+#include <tlhelp32.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "posix_shim.h"
+
+#undef DIR
+#undef opendir
+#undef readdir
+#undef closedir
+#undef rename
+#undef usleep
+#undef nanosleep
+#include <time.h>
+
+struct shim_dir {
+    DIR *real;     /* a directory; NULL: a /proc/self listing */
+    long n, next;  /* its entries, numbered */
+    struct dirent e;
+};
+
+static long count_threads(void)
+{
+    HANDLE snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
+    if (snap == INVALID_HANDLE_VALUE)
+        return -1;
+    THREADENTRY32 te;
+    te.dwSize = sizeof te;
+    long n = 0;
+    DWORD self = GetCurrentProcessId();
+    for (BOOL ok = Thread32First(snap, &te); ok; ok = Thread32Next(snap, &te))
+        n += te.th32OwnerProcessID == self;
+    CloseHandle(snap);
+    return n;
+}
+
+shim_dir *shim_opendir(const char *path)
+{
+    shim_dir *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    if (strcmp(path, "/proc/self/fd") == 0) {
+        DWORD n = 0;
+        GetProcessHandleCount(GetCurrentProcess(), &n);
+        d->n = (long)n + 1; /* + 1: opendir's own descriptor, as on Linux */
+    } else if (strcmp(path, "/proc/self/task") == 0) {
+        d->n = count_threads();
+    } else if (!(d->real = opendir(path))) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+struct dirent *shim_readdir(shim_dir *d)
+{
+    if (d->real)
+        return readdir(d->real);
+    if (d->next >= d->n)
+        return NULL;
+    snprintf(d->e.d_name, sizeof d->e.d_name, "%ld", d->next++);
+    return &d->e;
+}
+
+int shim_closedir(shim_dir *d)
+{
+    int r = d->real ? closedir(d->real) : 0;
+    free(d);
+    return r;
+}
+
+/* Skip the running test: Windows has nothing that does what it needs. */
+static void skip_because(const char *call)
+{
+    fprintf(stderr, "[  SKIP    ] %s: not on Windows\n", call);
+    skip();
+}
+
+ssize_t pread(int fd, void *buf, size_t n, long long off)
+{
+    HANDLE h = (HANDLE)_get_osfhandle(fd);
+    OVERLAPPED ov = {0};
+    ov.Offset = (DWORD)off;
+    ov.OffsetHigh = (DWORD)((unsigned long long)off >> 32);
+    DWORD got = 0;
+    if (ReadFile(h, buf, (DWORD)n, &got, &ov))
+        return (ssize_t)got;
+    if (GetLastError() == ERROR_HANDLE_EOF)
+        return 0;
+    errno = EIO;
+    return -1;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, long long off)
+{
+    HANDLE h = (HANDLE)_get_osfhandle(fd);
+    OVERLAPPED ov = {0};
+    ov.Offset = (DWORD)off;
+    ov.OffsetHigh = (DWORD)((unsigned long long)off >> 32);
+    DWORD put = 0;
+    if (WriteFile(h, buf, (DWORD)n, &put, &ov))
+        return (ssize_t)put;
+    errno = GetLastError() == ERROR_DISK_FULL ? ENOSPC : EIO;
+    return -1;
+}
+
+char *mkdtemp(char *tmpl)
+{
+    size_t n = strlen(tmpl);
+    for (int tries = 0; tries < 100; tries++) {
+        for (size_t i = n - 6; i < n; i++)
+            tmpl[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand() % 36];
+        if (_mkdir(tmpl) == 0)
+            return tmpl;
+        if (errno != EEXIST)
+            return NULL;
+    }
+    return NULL;
+}
+
+int shim_mkdir(const char *path, int mode)
+{
+    (void)mode;
+    return _mkdir(path);
+}
+
+/* A descriptor open for reading has nothing of its own to flush (POSIX
+ * allows fsync on it; Windows' FlushFileBuffers wants write access). */
+int fdatasync(int fd)
+{
+    return _commit(fd) == 0 || errno == EBADF || errno == EACCES ? 0 : -1;
+}
+
+int fsync(int fd)
+{
+    return fdatasync(fd);
+}
+
+int posix_fadvise(int fd, long long off, long long len, int advice)
+{
+    (void)fd, (void)off, (void)len, (void)advice;
+    return 0; /* advice: nothing to drop, Windows has no such call */
+}
+
+long sysconf(int name)
+{
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return name == _SC_PAGESIZE ? (long)si.dwPageSize : -1;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+    (void)fd;
+    /* No descriptor is inherited without being asked for on Windows:
+     * every one is close-on-exec in effect. */
+    return cmd == F_GETFD ? FD_CLOEXEC : 0;
+}
+
+int fork(void)
+{
+    skip_because("fork");
+    return -1;
+}
+
+int waitpid(int pid, int *status, int options)
+{
+    (void)pid, (void)status, (void)options;
+    skip_because("waitpid");
+    return -1;
+}
+
+unsigned alarm(unsigned secs)
+{
+    (void)secs;
+    return 0;
+}
+
+int mkfifo(const char *path, int mode)
+{
+    (void)path, (void)mode;
+    skip_because("mkfifo");
+    return -1;
+}
+
+int pipe(int fds[2])
+{
+    return _pipe(fds, 65536, _O_BINARY);
+}
+
+unsigned geteuid(void)
+{
+    return 1000; /* not root: permission checks apply */
+}
+
+char *realpath(const char *path, char *resolved)
+{
+    return _fullpath(resolved, path, resolved ? MAX_PATH : 0);
+}
+
+char *strndup(const char *s, size_t n)
+{
+    size_t k = strnlen(s, n);
+    char *d = malloc(k + 1);
+    if (d) {
+        memcpy(d, s, k);
+        d[k] = 0;
+    }
+    return d;
+}
+
+int setenv(const char *name, const char *value, int overwrite)
+{
+    if (!overwrite && getenv(name))
+        return 0;
+    return _putenv_s(name, value) == 0 ? 0 : -1;
+}
+
+#ifndef CREATE_WAITABLE_TIMER_HIGH_RESOLUTION
+#define CREATE_WAITABLE_TIMER_HIGH_RESOLUTION 0x00000002
+#endif
+
+static void sleep_ns(unsigned long long ns)
+{
+    HANDLE t = CreateWaitableTimerExW(NULL, NULL, CREATE_WAITABLE_TIMER_HIGH_RESOLUTION,
+                                      TIMER_ALL_ACCESS);
+    LARGE_INTEGER due;
+    due.QuadPart = -(LONGLONG)((ns + 99) / 100); /* relative, in 100 ns */
+    if (t && SetWaitableTimer(t, &due, 0, NULL, NULL, FALSE))
+        WaitForSingleObject(t, INFINITE);
+    else
+        Sleep((DWORD)((ns + 999999) / 1000000));
+    if (t)
+        CloseHandle(t);
+}
+
+int shim_usleep(unsigned long long us)
+{
+    sleep_ns(us * 1000);
+    return 0;
+}
+
+int shim_nanosleep(const struct timespec *t, struct timespec *left)
+{
+    sleep_ns((unsigned long long)t->tv_sec * 1000000000ull + (unsigned long long)t->tv_nsec);
+    if (left)
+        left->tv_sec = left->tv_nsec = 0;
+    return 0;
+}
+
+int shim_rename(const char *from, const char *to)
+{
+    if (MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING))
+        return 0;
+    DWORD err = GetLastError();
+    /* A file that a handle holds open cannot be renamed over (short of the
+     * POSIX rename of Windows 10 1709 on NTFS): what a test of a replaced
+     * file wants to happen cannot happen. */
+    if (err == ERROR_ACCESS_DENIED && GetFileAttributesA(to) != INVALID_FILE_ATTRIBUTES)
+        skip_because("rename over a file that is open");
+    errno = err == ERROR_FILE_NOT_FOUND ? ENOENT : EACCES;
+    return -1;
+}
+
+int unsetenv(const char *name)
+{
+    return _putenv_s(name, "") == 0 ? 0 : -1;
+}
+
+/* Anonymous mappings and read-only views of a file. */
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, long long off)
+{
+    (void)addr;
+    if (flags & MAP_ANONYMOUS) {
+        if (flags & MAP_SHARED) { /* shared with a forked child: no fork here */
+            skip_because("mmap(MAP_SHARED | MAP_ANONYMOUS)");
+            return MAP_FAILED;
+        }
+        void *p = VirtualAlloc(NULL, len, MEM_RESERVE | MEM_COMMIT,
+                               prot & PROT_WRITE ? PAGE_READWRITE : PAGE_READONLY);
+        return p ? p : MAP_FAILED;
+    }
+    if (off % 65536) { /* a view starts on the allocation granularity */
+        skip_because("mmap at an offset off 64 KiB");
+        return MAP_FAILED;
+    }
+    HANDLE m = CreateFileMappingW((HANDLE)_get_osfhandle(fd), NULL,
+                                  prot & PROT_WRITE ? PAGE_READWRITE : PAGE_READONLY, 0, 0, NULL);
+    if (!m)
+        return MAP_FAILED;
+    void *p = MapViewOfFile(m, prot & PROT_WRITE ? FILE_MAP_WRITE : FILE_MAP_READ,
+                            (DWORD)((unsigned long long)off >> 32), (DWORD)off, len);
+    CloseHandle(m);
+    return p ? p : MAP_FAILED;
+}
+
+int munmap(void *addr, size_t len)
+{
+    (void)len;
+    if (UnmapViewOfFile(addr) || VirtualFree(addr, 0, MEM_RELEASE))
+        return 0;
+    errno = EINVAL;
+    return -1;
+}
+
+int mincore(void *addr, size_t len, unsigned char *vec)
+{
+    (void)addr, (void)len, (void)vec;
+    skip_because("mincore (which pages the page cache holds)");
+    return -1;
+}
+
+/* Files open in binary mode, as on POSIX systems (the C library's default
+ * is text mode, which would turn \n into \r\n in every test file). */
+__attribute__((constructor)) static void binary_mode(void)
+{
+    _fmode = _O_BINARY;
+}
