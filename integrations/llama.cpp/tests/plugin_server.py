@@ -6,7 +6,9 @@ letters and spaces (random weights emit bytes that are not UTF-8 text and
 control tokens, which llama-server answers with HTTP 500): two prompts in a row, then
 the same two at once (answered in parallel with -np 2). Writes the token
 ids of the four answers to OUT.json, or with --expect-error the HTTP
-status of one request and whether the server still answers afterwards."""
+status of one request and whether the server still answers afterwards.
+With --text (a trained model, whose output is text): the prompts are
+Python source, no grammar, and the answers' text is kept beside the ids."""
 import json
 import os
 import socket
@@ -39,14 +41,20 @@ def post(port, path, body, timeout=300):
         return e.code, e.read().decode("utf-8", "replace")
 
 
+TEXT = False
+
+
 def complete(port, prompt):
-    st, res = post(port, "/completion", {
-        "prompt": prompt, "n_predict": 24, "temperature": 0, "seed": 7, "ignore_eos": True,
-        "cache_prompt": False, "return_tokens": True, "response_fields": ["tokens"],
-        "grammar": "root ::= [a-z ]+"})
+    body = {"prompt": prompt, "n_predict": 24, "temperature": 0, "seed": 7, "ignore_eos": True,
+            "cache_prompt": False, "return_tokens": True, "response_fields": ["tokens"],
+            "grammar": "root ::= [a-z ]+"}
+    if TEXT:
+        body["response_fields"] = ["tokens", "content"]
+        del body["grammar"]
+    st, res = post(port, "/completion", body)
     if st != 200:
         return {"status": st, "error": str(res)[:300]}
-    return res["tokens"]
+    return [res["content"]] + res["tokens"] if TEXT else res["tokens"]
 
 
 def wait_health(port, proc):
@@ -64,9 +72,15 @@ def wait_health(port, proc):
 
 
 def main():
+    global TEXT, PROMPTS
     args = sys.argv[1:]
     expect_error = args[0] == "--expect-error"
     if expect_error:
+        args = args[1:]
+    if args[0] == "--text":
+        TEXT = True
+        PROMPTS = ["import os\nimport sys\n\n\ndef main(argv):\n    ",
+                   "class Reader:\n    def __init__(self, path):\n        self."]
         args = args[1:]
     out, cmd = args[0], args[1:]
     port = free_port()
