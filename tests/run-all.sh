@@ -14,8 +14,9 @@
 #      up (root, FUSE, loop devices); skipped with a message otherwise
 #   6. the llama.cpp integration: fetch the tested llama.cpp
 #      (integrations/llama.cpp/fetch-llama.sh, kept in the cache directory),
-#      build it and smoe-llama (ccache, also in the cache directory), run
-#      the tests against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
+#      build it (shared libraries and its programs) with smoe-llama and
+#      libggml-smoe (ccache, also in the cache directory), run the tests
+#      against stock llama.cpp (ctest -L llama; docs/llama.cpp.md)
 #   7. the Windows cross build (MinGW-w64) and the suite under Wine
 #      (tests/windows/build.sh; cmocka, json-c and zlib for the target and
 #      the Wine prefix kept in ~/.cache/smoe-windows; docs/portability.md)
@@ -186,9 +187,12 @@ if want 6; then
     cmake -S . -B build-llama -DSMOE_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
         -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON -DSMOE_LLAMA_CPP_DIR="$llama_dir"
     # llama.cpp's own warnings run to thousands of lines: its output goes to
-    # build-llama/build.log, with a summary here (errors on failure).
-    smoe_logged_step "building llama.cpp and smoe-llama" build-llama/build.log \
-    cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize
+    # build-llama/build.log, with a summary here (errors on failure). It is
+    # built as shared libraries with the stock programs the plugin tests
+    # compare against (docs/llama.cpp.md, "llama.cpp's own programs").
+    smoe_logged_step "building llama.cpp, smoe-llama and libggml-smoe" build-llama/build.log \
+    cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize \
+        ggml-smoe llama-completion llama-perplexity llama-server ggml-rpc-server
     (cd build-llama && ctest --output-on-failure -L llama)
     end
 fi

@@ -24,31 +24,6 @@
  * row they use (up to 512 bytes under GPU op offload). */
 #define SL_TAIL 65536u
 
-const char *const sl_kind_component[SL_KINDS] = {
-    "gate", "up", "down", "gate_up", "gate.bias", "up.bias", "down.bias", "gate_up.bias"};
-static const char *const kind_tensor[SL_BASE_KINDS] = {"gate", "up", "down", "gate_up"};
-
-int sl_parse_name(const char *name, uint32_t *layer, int *kind)
-{
-    unsigned l;
-    int n = 0;
-    if (sscanf(name, "blk.%u.ffn_%n", &l, &n) != 1 || n == 0)
-        return -1;
-    const char *p = name + n;
-    for (int k = 0; k < SL_BASE_KINDS; k++) {
-        size_t kl = strlen(kind_tensor[k]);
-        if (strncmp(p, kind_tensor[k], kl) || strncmp(p + kl, "_exps.", 6))
-            continue;
-        const char *suf = p + kl + 6;
-        if (!strcmp(suf, "weight") || !strcmp(suf, "bias")) {
-            *layer = l;
-            *kind = k + (suf[0] == 'b' ? SL_BASE_KINDS : 0);
-            return 0;
-        }
-    }
-    return -1;
-}
-
 typedef struct sl_buffer {
     smoe_llama *h;
     void *base;

@@ -7,14 +7,11 @@
 
 #include <stdint.h>
 
+#include "expert_name.h"
 #include "ggml-backend-impl.h"
 #include "llama.h"
 #include "smoe_llama.h"
 
-/* The expert tensor kinds a vault packed from a GGUF holds, in the
- * component names of docs/packing.md. */
-enum { SL_GATE, SL_UP, SL_DOWN, SL_GATE_UP, SL_BASE_KINDS };
-#define SL_KINDS (2 * SL_BASE_KINDS) /* each as .weight and as .bias */
 
 /* One expert tensor: a stack of n_expert slices in the reserved range. */
 typedef struct sl_tensor {
@@ -123,9 +120,6 @@ uint64_t sl_now_ns(void);
 /* buft.c */
 void sl_buft_init(smoe_llama *h);
 void sl_buft_free(smoe_llama *h);
-/* Tensor name to (layer, kind); -1 if it is not an expert tensor name. */
-int sl_parse_name(const char *name, uint32_t *layer, int *kind);
-extern const char *const sl_kind_component[SL_KINDS];
 
 /* stage.c: the eval callback and what it does */
 bool sl_eval_cb(struct ggml_tensor *t, bool ask, void *user);

@@ -13,3 +13,18 @@ make_fixture() {
     fi
     "$SMOE_TOOL" pack --quiet --out $fx_name.smoe $fx_name.gguf > /dev/null
 }
+# run_logged MARKER OUT ERR CMD...: run a stock llama.cpp program with
+# stdout in OUT and stderr in ERR. llama.cpp's log thread may lose its last
+# lines at exit (common/log.cpp, common_log_main), the generated text among
+# them: a run that exits 0 without MARKER (its last line) in OUT or ERR is
+# run again, up to three times. Returns the program's status.
+run_logged() {
+    rl_mark=$1 rl_out=$2 rl_err=$3
+    shift 3
+    for rl_try in 1 2 3; do
+        rl_rc=0
+        "$@" < /dev/null > "$rl_out" 2> "$rl_err" || rl_rc=$?
+        if [ $rl_rc -ne 0 ] || grep -q "$rl_mark" "$rl_out" "$rl_err"; then break; fi
+    done
+    return $rl_rc
+}

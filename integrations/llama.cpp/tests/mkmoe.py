@@ -4,7 +4,10 @@ architectures llama.cpp supports, with random weights and the real tensor
 names, shapes and metadata of that architecture (llama.cpp's
 src/models/<arch>.cpp). Uses the llama.cpp tree's gguf-py (PYTHONPATH) and
 numpy. The tokenizer is "none" with <arch>.vocab_size, so prompts are
-given as token ids.
+given as token ids; with --byte-vocab a byte-level GPT-2 vocabulary
+instead (token id = byte, the 256 byte symbols in byte order, one merge of
+two control-byte symbols, the rest control tokens), so that llama.cpp's own
+programs can tokenize text prompts.
 
 --near-identity: every tensor that writes into the residual stream
 (attention output, expert and shared-expert down projections, the dense
@@ -130,7 +133,28 @@ class Writer:
         self.w.close()
 
 
-def write(kind, path, seed, layers=None, etype=None, near_identity=False):
+def byte_vocab(w, V):
+    """GPT-2's byte symbols in byte order (token id = byte), the merge of
+    bytes 0 and 1 (never in text; llama.cpp wants a merge), control tokens."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    sym, n = {b: b for b in bs}, 0
+    for b in range(256):
+        if b not in sym:
+            sym[b] = 256 + n
+            n += 1
+    toks = [chr(sym[b]) for b in range(256)] + [chr(sym[0]) + chr(sym[1])]
+    toks += [f"<|x{i}|>" for i in range(len(toks), V)]
+    w.w.add_tokenizer_model("gpt2")
+    w.w.add_tokenizer_pre("default")
+    w.w.add_token_list(toks)
+    w.w.add_token_types([1] * 257 + [3] * (V - 257))
+    w.w.add_token_merges([chr(sym[0]) + " " + chr(sym[1])])
+    w.w.add_bos_token_id(257)
+    w.w.add_eos_token_id(258)
+    w.w.add_add_bos_token(False)
+
+
+def write(kind, path, seed, layers=None, etype=None, near_identity=False, vocab=False):
     arch, default_etype, d = ARCHS[kind]
     etype = etype or default_etype
     d = dict(d)
@@ -155,7 +179,10 @@ def write(kind, path, seed, layers=None, etype=None, near_identity=False):
     X, K, FF, V = d["experts"], d["k"], d["ff"], d["vocab"]
     w.kv("general.name", f"tiny-{kind}")
     w.kv("general.file_type", 0)
-    w.kv("tokenizer.ggml.model", "none")
+    if vocab:
+        byte_vocab(w, V)
+    else:
+        w.kv("tokenizer.ggml.model", "none")
     w.kv("{arch}.vocab_size", V)
     w.kv("{arch}.context_length", 4096)
     w.kv("{arch}.embedding_length", E)
@@ -234,8 +261,9 @@ def main():
     ap.add_argument("--layers", type=int)
     ap.add_argument("--type", choices=["F32", "F16", "BF16", "Q8_0", "Q4_K", "MXFP4"])
     ap.add_argument("--near-identity", action="store_true")
+    ap.add_argument("--byte-vocab", action="store_true")
     a = ap.parse_args()
-    write(a.arch, a.out, a.seed, a.layers, a.type, a.near_identity)
+    write(a.arch, a.out, a.seed, a.layers, a.type, a.near_identity, a.byte_vocab)
 
 
 if __name__ == "__main__":

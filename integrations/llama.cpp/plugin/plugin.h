@@ -1,0 +1,105 @@
+/*
+ * plugin.h - libggml-smoe: a ggml backend, loaded at run time by llama.cpp's
+ * own programs (GGML_BACKEND_PATH), that streams the expert tensors placed
+ * in its buffer type "SMOE" (-ot exps=SMOE) from a vault and computes the
+ * nodes reading them on the ring's memory with ggml's CPU kernels.
+ *
+ * One vault per process: the registry, its device and the stream are
+ * process-wide (sp_g); backends (one per llama context) share the stream,
+ * and llama.cpp runs one graph at a time per context. Compute state is
+ * guarded by sp_g.lock, which graph_compute holds while it runs.
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#ifndef SMOE_PLUGIN_H
+#define SMOE_PLUGIN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <smoe/smoe.h>
+
+#include "../expert_name.h"
+#include "ggml-backend-impl.h"
+
+/* An expert tensor placed in an SMOE buffer. */
+typedef struct sp_weight {
+    const struct ggml_tensor *t;
+    ggml_backend_buffer_t buf; /* the buffer it lies in (freed: the entry goes) */
+    uint32_t layer;
+    int kind;          /* SL_* */
+    uint32_t n_expert; /* its outermost dimension */
+    uint64_t slice;    /* bytes of one expert */
+    int checked;       /* its bytes were compared with the vault */
+} sp_weight;
+
+/* The environment (docs/llama.cpp.md, "llama.cpp's own programs"). */
+typedef struct sp_conf {
+    const char *vault;   /* SMOE_VAULT; NULL: no device */
+    uint32_t ring_slots; /* SMOE_RING_SLOTS */
+    uint64_t ring_mb;    /* SMOE_RING_MB */
+    uint32_t workers;    /* SMOE_WORKERS */
+    uint32_t verify;     /* SMOE_VERIFY: SMOE_VERIFY_* */
+    int lookahead;       /* SMOE_LOOKAHEAD */
+    const char *stats;   /* SMOE_STATS: JSON file written at exit */
+} sp_conf;
+
+typedef struct sp_state {
+    sp_conf conf;
+    pthread_mutex_t lock;
+    smoe_stream *s;
+    int failed;          /* the vault could not be opened or was refused */
+    char err[1024];
+    char desc[640];      /* the device's description */
+
+    sp_weight *w;
+    uint32_t n_w, cap_w;
+
+    uint32_t n_layers, n_expert, n_layouts;
+    uint64_t *comp_off;  /* [n_layouts][SL_KINDS]: offset in the blob, UINT64_MAX: none */
+    smoe_ring_region rr;
+
+    /* graph_compute: the claims of the layer at hand */
+    smoe_blob *held;     /* [n_expert] */
+    uint8_t *mark;       /* [n_expert]: 1 held, |2 in the current group */
+    uint32_t *hlist;     /* [n_expert]: the held experts */
+    uint32_t n_held, held_layer;
+    int32_t *ids;        /* remapped routing ids */
+    size_t ids_cap;
+    uint64_t wait_ns, groups, expert_nodes, graphs;
+} sp_state;
+
+extern sp_state sp_g;
+
+/* plugin_state.c */
+void sp_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t sp_now_ns(void);
+
+/* plugin_buft.c */
+ggml_backend_buffer_type_t sp_buft(void);
+/* The expert tensor t is (view of) a weight in an SMOE buffer, or NULL. */
+const sp_weight *sp_weight_of(const struct ggml_tensor *t);
+
+/* plugin_vault.c */
+/* Open the stream once every expert tensor is placed (first set_tensor).
+ * 0, or -1 with sp_g.err set and logged. */
+int sp_open(void);
+/* Compare the loader's bytes of w with the vault (first and last expert). */
+int sp_check(sp_weight *w, const void *data, size_t off, size_t size);
+void sp_write_stats(void);
+
+/* plugin_idle.c: serve mode. The stream is busy from a graph part until
+ * no graph part has run for SP_IDLE_MS: the pre-warm refills the ring
+ * between requests, not between the graph parts of one token. */
+#define SP_IDLE_MS 100
+void sp_busy_begin(void);
+void sp_busy_end(void);
+void sp_idle_stop(void);
+
+/* plugin_compute.c */
+struct sp_backend;
+enum ggml_status sp_graph_compute(ggml_backend_t cpu, struct ggml_cgraph *g);
+bool sp_supports_op(const struct ggml_tensor *op);
+void sp_release_all(void);
+
+#endif

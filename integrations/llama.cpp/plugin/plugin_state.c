@@ -1,0 +1,30 @@
+/*
+ * plugin_state.c - the process-wide state of libggml-smoe and the helpers
+ * every file of it uses (errors on stderr, the clock).
+ *
+ * SPDX-License-Identifier: MIT
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "plugin.h"
+
+sp_state sp_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void sp_log_error(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "smoe: error: %s\n", msg);
+}
+
+uint64_t sp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
