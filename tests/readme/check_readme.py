@@ -83,13 +83,20 @@ def named_paths(text, shell):
 
 
 def built_by_cmake(src, rel):
-    """Whether SOURCE/dirname(rel)/CMakeLists.txt makes a program named like rel."""
+    """Whether SOURCE/dirname(rel)/CMakeLists.txt makes a program or a loadable
+    library (lib<target>.so) named like rel."""
     d, name = os.path.split(rel)
     cml = os.path.join(src, d, "CMakeLists.txt")
     if not os.path.isfile(cml):
         return False
     with open(cml) as f:
-        return re.search(r"add_executable\(\s*" + re.escape(name) + r"[\s)]", f.read()) is not None
+        text = f.read()
+    if re.search(r"add_executable\(\s*" + re.escape(name) + r"[\s)]", text):
+        return True
+    # a loadable module or shared library: lib<target>.so
+    m = re.fullmatch(r"lib(.+)\.so", name)
+    return m is not None and re.search(r"add_library\(\s*" + re.escape(m.group(1)) +
+                                       r"\s+(MODULE|SHARED)[\s)]", text) is not None
 
 
 def check_paths(src, build, paths):
