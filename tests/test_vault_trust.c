@@ -10,7 +10,9 @@
  * source of the other kind. Source names must have the form `smoe index`
  * writes (leading `..` components, then a path downward). The library's
  * header parsers agree with smoe index's on every fixture family, and a
- * good vault of each kind still opens.
+ * good vault of each kind still opens. A source with bytes that are no
+ * tensor's between its tensors (or after a safetensors file's last) is
+ * refused: an expert's merged reads would hand them out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -671,6 +673,37 @@ static void index_bytes_between_tensors_refused(void **state)
     fx_free(&m);
 }
 
+/* A GGUF whose last tensor's data starts 1024 bytes after the previous
+ * one's padded end (what ggml's reader refuses): its header does not
+ * parse, and the bytes between are named. */
+static void gguf_bytes_between_tensors_refused(void **state)
+{
+    (void)state;
+    fx_model g = {0};
+    fx_model_gguf(&g, 0);
+    uint64_t off = 0;
+    for (size_t i = 0; i + 1 < g.n; i++)
+        off += (g.t[i].nbytes + 31) / 32 * 32;
+    g.t[g.n - 1].offset_override = (int64_t)(off + 1024);
+    assert_int_equal(fx_write_gguf(path("model.gguf"), &g, FX_GGUF_KV, 4, 0), 0);
+    FILE *f = fopen(path("model.gguf"), "ab");
+    assert_non_null(f);
+    static const char more[1024];
+    assert_int_equal(fwrite(more, 1, sizeof more, f), sizeof more);
+    assert_int_equal(fclose(f), 0);
+    uint64_t n;
+    unsigned char *b = tu_read_file(path("model.gguf"), &n);
+    smoe__model_hdr h;
+    memset(&h, 0, sizeof h);
+    int rc = smoe__model_hdr_parse(SMOE__V2_KIND_GGUF, b, (size_t)n, n, &h);
+    print_message("parse: %s\n", rc ? h.why : "accepted");
+    assert_int_equal(rc, SMOE_EFORMAT);
+    assert_non_null(strstr(h.why, "no tensor's data"));
+    smoe__model_hdr_free(&h);
+    free(b);
+    fx_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,6 +716,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(index_source_name_form, setup, teardown),
         cmocka_unit_test_setup_teardown(index_header_parsers_agree, setup, teardown),
         cmocka_unit_test_setup_teardown(index_bytes_between_tensors_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(gguf_bytes_between_tensors_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
