@@ -239,5 +239,7 @@ int smoe__gguf_hdr_parse(const uint8_t *b, size_t n, uint64_t file_size, smoe__m
         t->begin += data;
         t->end += data;
     }
+    h->data_at = data;
+    h->pad = align;
     return 0;
 }

@@ -59,6 +59,26 @@ int smoe__hdr_finish(smoe__model_hdr *h)
     return 0;
 }
 
+int smoe__hdr_tiled(smoe__model_hdr *h, uint64_t file_size)
+{
+    const uint64_t pad = h->pad ? h->pad : 1;
+    uint64_t at = h->data_at; /* where the next tensor's data must begin */
+    for (size_t k = 0; k < h->n; k++) {
+        const smoe__tspan *t = &h->spans[k];
+        if (t->begin != at)
+            return smoe__hdr_fail(h, SMOE_EFORMAT, "bytes [%" PRIu64 ", %" PRIu64 ") are no "
+                                  "tensor's data: expected each tensor's data right after the "
+                                  "previous one's (padded to %" PRIu64 "), as the format's "
+                                  "own reader requires", at, t->begin, pad);
+        at = t->end > UINT64_MAX - (pad - 1) ? UINT64_MAX : (t->end + pad - 1) / pad * pad;
+    }
+    if (h->to_eof && at != file_size)
+        return smoe__hdr_fail(h, SMOE_EFORMAT, "bytes [%" PRIu64 ", %" PRIu64 ") after the "
+                              "last tensor are no tensor's data: expected the data to end the "
+                              "file, as the format's own reader requires", at, file_size);
+    return 0;
+}
+
 const smoe__tspan *smoe__hdr_find(const smoe__model_hdr *h, uint64_t off, uint64_t len)
 {
     size_t lo = 0, hi = h->n; /* the first span beginning past off is at lo */

@@ -24,6 +24,9 @@ typedef struct smoe__model_hdr {
     uint64_t header_end; /* the header's bytes (0 until known) */
     smoe__tspan *spans;  /* after a parse: sorted, disjoint; empty tensors left out */
     size_t n, cap;
+    uint64_t data_at;    /* where the data section begins (set by the parser) */
+    uint32_t pad;        /* each tensor's data padded to this: GGUF's alignment, or 1 */
+    int to_eof;          /* the last tensor ends the file (safetensors) */
     char why[320];       /* after a failure: what is wrong, for the caller's message */
 } smoe__model_hdr;
 
@@ -56,6 +59,14 @@ int smoe__hdr_fail(smoe__model_hdr *h, int code, const char *fmt, ...)
     ;
 int smoe__hdr_add(smoe__model_hdr *h, uint64_t begin, uint64_t end);
 int smoe__hdr_finish(smoe__model_hdr *h);
+
+/* The tensors' data tile the data section as the format's own reader
+ * requires: from h->data_at, each tensor's data right after the previous
+ * one's (padded to h->pad), and with h->to_eof the last ending the file.
+ * No byte between two tensors belongs to none, so the aligned, merged
+ * reads of an expert (extent.h) bring no such byte into its slot. After
+ * smoe__hdr_finish. 0 or SMOE_EFORMAT. */
+int smoe__hdr_tiled(smoe__model_hdr *h, uint64_t file_size);
 
 /* The span holding [off, off + len), or NULL when no one tensor holds it
  * all. h->spans sorted and disjoint. */

@@ -168,5 +168,8 @@ int smoe__st_hdr_parse(const uint8_t *b, size_t n, uint64_t file_size, smoe__mod
     if (n < 8 + len)
         return SMOE__HDR_MORE;
     smoe__jcur c = {b + 8, (size_t)len, 0, h};
+    h->data_at = 8 + len;
+    h->pad = 1;
+    h->to_eof = 1; /* the format's byte buffer "cannot contain holes" */
     return top(&c, h, 8 + len, file_size);
 }

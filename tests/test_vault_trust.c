@@ -10,7 +10,9 @@
  * source of the other kind. Source names must have the form `smoe index`
  * writes (leading `..` components, then a path downward). The library's
  * header parsers agree with smoe index's on every fixture family, and a
- * good vault of each kind still opens.
+ * good vault of each kind still opens. A source with bytes that are no
+ * tensor's between its tensors (or after a safetensors file's last) is
+ * refused: an expert's merged reads would hand them out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -583,6 +585,125 @@ static void index_header_parsers_agree(void **state)
     }
 }
 
+
+/* ---- bytes between tensors ------------------------------------------------ */
+
+#define HOLE 8192u
+
+/* MODEL rewritten with HOLE bytes of 'S' (no tensor's) after its first
+ * tensor, the later tensors' data_offsets moved past them: a file the
+ * format's reference reader refuses ("cannot contain holes"). */
+static void write_model_with_hole(fx_model *m)
+{
+    write_model(m, path("plain.safetensors"));
+    uint64_t off = m->t[0].nbytes;
+    for (size_t i = 1; i < m->n; i++) {
+        m->t[i].begin_override = (int64_t)(off + HOLE);
+        m->t[i].end_override = (int64_t)(off + HOLE + m->t[i].nbytes);
+        off += m->t[i].nbytes;
+    }
+    assert_int_equal(fx_write_st(path("tmp.safetensors"), m, 0, m->n, NULL), 0);
+    uint64_t n;
+    unsigned char *b = tu_read_file(path("tmp.safetensors"), &n);
+    uint64_t data = 8;
+    for (int i = 0; i < 8; i++)
+        data += (uint64_t)b[i] << (8 * i);
+    const uint64_t cut = data + m->t[0].nbytes;
+    unsigned char *hole = malloc(HOLE);
+    assert_non_null(hole);
+    memset(hole, 'S', HOLE);
+    FILE *f = fopen(path(MODEL), "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, (size_t)cut, f), cut);
+    assert_int_equal(fwrite(hole, 1, HOLE, f), HOLE);
+    assert_int_equal(fwrite(b + cut, 1, (size_t)(n - cut), f), n - cut);
+    assert_int_equal(fclose(f), 0);
+    free(hole);
+    free(b);
+}
+
+/* The longest run of 'S' in the claimed blob of expert (0, 0). */
+static size_t hole_bytes_claimed(smoe_stream *s)
+{
+    smoe_blob b;
+    assert_true(smoe_claim_wait(s, 0, 0, UINT64_MAX, &b) >= 0);
+    size_t run = 0, best = 0;
+    for (uint64_t i = 0; i < b.size; i++) {
+        run = ((const unsigned char *)b.data)[i] == 'S' ? run + 1 : 0;
+        best = run > best ? run : best;
+    }
+    assert_int_equal(smoe_release(s, &b), 0);
+    return best;
+}
+
+/* A safetensors source whose data has bytes that belong to no tensor
+ * between two of an expert's components (or after its last tensor): the
+ * aligned, merged read of the expert would put them in its slot, where
+ * smoe_blob.data and size hand them out. Refused as no safetensors file. */
+static void index_bytes_between_tensors_refused(void **state)
+{
+    (void)state;
+    fx_model m = {0};
+    write_model_with_hole(&m);
+    index_model(path(MODEL), path("m.smoe"), 1);
+    smoe_stream *s = NULL;
+    int rc = open_vault(path("m.smoe"), &s);
+    if (rc == 0) {
+        size_t run = hole_bytes_claimed(s);
+        smoe_close(s);
+        fail_msg("smoe_open returned 0 and claim (0, 0) handed out %zu bytes of the %u "
+                 "between two tensors", run, HOLE);
+    }
+    print_message("refused: %s\n", smoe_last_error());
+    assert_int_equal(rc, SMOE_ESOURCE);
+    assert_non_null(strstr(smoe_last_error(), "no tensor's"));
+    expect_tools_refuse(path("m.smoe"), MODEL, "no tensor's");
+
+    /* Bytes after the last tensor: refused too. */
+    fx_model m2 = {0};
+    write_model(&m2, path(MODEL));
+    FILE *f = fopen(path(MODEL), "ab");
+    assert_non_null(f);
+    assert_int_equal(fputs("SSSSSSSS", f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    index_model(path(MODEL), path("t.smoe"), 1);
+    expect_refused(path("t.smoe"), path(MODEL), SMOE_ESOURCE, "source 0", "no tensor's",
+                   NULL);
+    fx_free(&m2);
+    fx_free(&m);
+}
+
+/* A GGUF whose last tensor's data starts 1024 bytes after the previous
+ * one's padded end (what ggml's reader refuses): its header does not
+ * parse, and the bytes between are named. */
+static void gguf_bytes_between_tensors_refused(void **state)
+{
+    (void)state;
+    fx_model g = {0};
+    fx_model_gguf(&g, 0);
+    uint64_t off = 0;
+    for (size_t i = 0; i + 1 < g.n; i++)
+        off += (g.t[i].nbytes + 31) / 32 * 32;
+    g.t[g.n - 1].offset_override = (int64_t)(off + 1024);
+    assert_int_equal(fx_write_gguf(path("model.gguf"), &g, FX_GGUF_KV, 4, 0), 0);
+    FILE *f = fopen(path("model.gguf"), "ab");
+    assert_non_null(f);
+    static const char more[1024];
+    assert_int_equal(fwrite(more, 1, sizeof more, f), sizeof more);
+    assert_int_equal(fclose(f), 0);
+    uint64_t n;
+    unsigned char *b = tu_read_file(path("model.gguf"), &n);
+    smoe__model_hdr h;
+    memset(&h, 0, sizeof h);
+    int rc = smoe__model_hdr_parse(SMOE__V2_KIND_GGUF, b, (size_t)n, n, &h);
+    print_message("parse: %s\n", rc ? h.why : "accepted");
+    assert_int_equal(rc, SMOE_EFORMAT);
+    assert_non_null(strstr(h.why, "no tensor's data"));
+    smoe__model_hdr_free(&h);
+    free(b);
+    fx_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -594,6 +715,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(index_source_kind_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(index_source_name_form, setup, teardown),
         cmocka_unit_test_setup_teardown(index_header_parsers_agree, setup, teardown),
+        cmocka_unit_test_setup_teardown(index_bytes_between_tensors_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(gguf_bytes_between_tensors_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
