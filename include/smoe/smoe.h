@@ -251,14 +251,16 @@ typedef enum smoe_open_flag {
 
 /* smoe_open_opts.verify */
 typedef enum smoe_verify_mode {
-    SMOE_VERIFY_DEFAULT = 0, /* the library's default (see docs/benchmarks.md) */
+    SMOE_VERIFY_DEFAULT = 0, /* the default: on, as SMOE_VERIFY_ON (a vault
+                                indexed without hashes is not checked); its
+                                cost: docs/benchmarks.md, "Cold throughput" */
     SMOE_VERIFY_ON = 1,      /* check each blob's XXH3 and zero padding as it lands */
     SMOE_VERIFY_OFF = 2
 } smoe_verify_mode;
 
 /* smoe_open_opts.eviction */
 typedef enum smoe_eviction {
-    SMOE_EVICT_DEFAULT = 0, /* the library's default (docs/eviction.md) */
+    SMOE_EVICT_DEFAULT = 0, /* the default: SMOE_EVICT_REUSE (docs/eviction.md) */
     SMOE_EVICT_LRU = 1,     /* least recently used */
     SMOE_EVICT_REUSE = 2    /* learned chance of reuse, less layer distance */
 } smoe_eviction;

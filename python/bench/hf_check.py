@@ -1,5 +1,5 @@
 """Patched transformers models against unpatched ones, for each MoE
-architecture stream_experts covers (docs/python.md, "Checked on an H200").
+architecture stream_experts covers (docs/python.md, "Checking real architectures").
 
 For each architecture: a small config with random weights, saved with
 save_pretrained, packed with `smoe pack` ($SMOE_TOOL), then
