@@ -151,10 +151,16 @@ static int check_sources(const smoe__vault *v, int *fds)
                     "indexed, but its size and header are unchanged\n", v->path, i,
                     v->sources[i].name);
         fds[i] = open(st.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fds[i] < 0) {
+            tool_error(cmd, "%s: source %" PRIu32 " '%s' (%s): cannot open it after its check: "
+                       "%s", v->path, i, v->sources[i].name, st.path, strerror(errno));
+            bad++;
+            continue;
+        }
         /* Only the file just checked is read: not one put in its place. */
         struct stat fs;
-        if (fds[i] >= 0 && (fstat(fds[i], &fs) != 0 || (uint64_t)fs.st_dev != st.dev ||
-                            (uint64_t)fs.st_ino != st.ino)) {
+        if (fstat(fds[i], &fs) != 0 || (uint64_t)fs.st_dev != st.dev ||
+            (uint64_t)fs.st_ino != st.ino) {
             tool_error(cmd, "%s: source %" PRIu32 " '%s' (%s) was replaced while it was "
                        "checked", v->path, i, v->sources[i].name, st.path);
             close(fds[i]);
@@ -163,8 +169,7 @@ static int check_sources(const smoe__vault *v, int *fds)
             continue;
         }
 #if defined(POSIX_FADV_SEQUENTIAL)
-        if (fds[i] >= 0)
-            posix_fadvise(fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+        posix_fadvise(fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
     }
     return bad;
