@@ -55,8 +55,7 @@ typedef struct sp_state {
     sp_weight *w;
     uint32_t n_w, cap_w;
 
-    uint32_t n_layers, n_expert, n_layouts;
-    uint64_t *comp_off;  /* [n_layouts][SL_KINDS]: offset in the blob, UINT64_MAX: none */
+    uint32_t n_layers, n_expert;
     smoe_ring_region rr;
 
     /* graph_compute: the claims of the layer at hand */
@@ -65,8 +64,12 @@ typedef struct sp_state {
     uint32_t *hlist;     /* [n_expert]: the held experts */
     uint32_t n_held, held_layer;
     int32_t *ids;        /* remapped routing ids */
+    uint64_t *offs;      /* [ids_cap]: each routed expert's component offset */
     size_t ids_cap;
+    void *scratch;       /* output rows of a pass over experts at one offset */
+    size_t scratch_cap;
     uint64_t wait_ns, groups, expert_nodes, graphs;
+    uint64_t offset_passes; /* passes of a group over experts at one offset (index vaults) */
 } sp_state;
 
 extern sp_state sp_g;

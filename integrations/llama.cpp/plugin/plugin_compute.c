@@ -229,26 +229,26 @@ static struct ggml_tensor *leaf(struct ggml_context *ctx, const struct ggml_tens
     return x;
 }
 
-/* Compute tokens [t0, t1) of node op on the claimed experts. */
-static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_weight *w,
-                         int64_t t0, int64_t t1)
+/* Where w's component lies in held blob b: 0 and *off, or -1 (logged). */
+static int comp_offset(const sp_weight *w, const smoe_blob *b, uint64_t *off)
 {
-    const struct ggml_tensor *ids = op->src[2];
-    int64_t k = ids->ne[0], nt = t1 - t0;
-    uint32_t layout = sp_g.held[id_at(ids, 0, t0)].layout;
-    uint64_t co = layout < sp_g.n_layouts ? sp_g.comp_off[(size_t)layout * SL_KINDS + w->kind]
-                                          : UINT64_MAX;
-    if (co == UINT64_MAX)
-        return node_fail("%s: the vault's blobs of layer %" PRIu32 " hold no component %s",
-                         w->t->name, w->layer, sl_kind_component[w->kind]);
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t j = 0; j < k; j++) {
-            const smoe_blob *b = &sp_g.held[id_at(ids, j, t)];
-            if (b->layout != layout)
-                return node_fail("%s: experts of layer %" PRIu32 " lie in different blob "
-                                 "layouts", w->t->name, w->layer);
-            sp_g.ids[(t - t0) * k + j] = (int32_t)(b->ring_offset / sp_g.rr.slot_stride);
-        }
+    smoe_component c;
+    if (smoe_blob_find(sp_g.s, b, sl_kind_component[w->kind], &c) < 0 ||
+        c.offset + w->slice > b->size)
+        return node_fail("%s: the vault's blob of layer %" PRIu32 " expert %" PRIu32
+                         " holds no component %s of %" PRIu64 " bytes", w->t->name, w->layer,
+                         b->expert, sl_kind_component[w->kind], w->slice);
+    *off = c.offset;
+    return 0;
+}
+
+/* One pass of tokens [t0, t1) of node op on the ring viewed from component
+ * offset co (every routed expert of the pass lies there in its slot), into
+ * dst (op's own rows, or a scratch of the same strides). */
+static int compute_view(ggml_backend_t cpu, struct ggml_tensor *op, const sp_weight *w,
+                        int64_t t0, int64_t t1, uint64_t co, void *dst)
+{
+    int64_t nt = t1 - t0;
     static _Thread_local char mem[16384];
     struct ggml_init_params ip = {sizeof mem, mem, true};
     struct ggml_context *ctx = ggml_init(ip);
@@ -260,9 +260,10 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
     struct ggml_tensor *ring = leaf(ctx, wt, edim, 0, sp_g.rr.slots);
     ring->nb[edim] = sp_g.rr.slot_stride;
     ring->data = (char *)sp_g.rr.base + co;
-    struct ggml_tensor *rid = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, k, nt);
+    struct ggml_tensor *rid = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, op->src[2]->ne[0], nt);
     rid->data = sp_g.ids;
     struct ggml_tensor *out = leaf(ctx, op, 2, t0, nt);
+    out->data = dst;
     out->op = op->op;
     memcpy(out->op_params, op->op_params, sizeof out->op_params);
     if (op->op == GGML_OP_MUL_MAT_ID) {
@@ -279,6 +280,73 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
     ggml_free(ctx);
     if (st != GGML_STATUS_SUCCESS)
         return node_fail("%s: computing on the ring failed (ggml status %d)", op->name, st);
+    return 0;
+}
+
+/* Compute tokens [t0, t1) of node op on the claimed experts. In a packed
+ * vault a component lies at one offset in every slot, and one strided
+ * view of the ring computes the group. In an index vault each expert's
+ * component lies where its source file's alignment puts it: the group is
+ * computed once per distinct offset, each pass into a scratch whose rows
+ * of the experts at that offset are then copied to the output (the
+ * activations' rows, never an expert's bytes). */
+static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_weight *w,
+                         int64_t t0, int64_t t1)
+{
+    const struct ggml_tensor *ids = op->src[2];
+    int64_t k = ids->ne[0], n = (t1 - t0) * k;
+    uint64_t *off = sp_g.offs;
+    int mixed = 0;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t i = (t - t0) * k + j;
+            if (comp_offset(w, &sp_g.held[id_at(ids, j, t)], &off[i]) < 0)
+                return -1;
+            mixed |= off[i] != off[0];
+        }
+    char *dst = (char *)op->data + t0 * op->nb[2];
+    if (!mixed) {
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t j = 0; j < k; j++)
+                sp_g.ids[(t - t0) * k + j] = (int32_t)(sp_g.held[id_at(ids, j, t)].ring_offset /
+                                                       sp_g.rr.slot_stride);
+        return compute_view(cpu, op, w, t0, t1, off[0], dst);
+    }
+    size_t need = (size_t)(t1 - t0) * op->nb[2];
+    if (need > sp_g.scratch_cap) {
+        void *p = realloc(sp_g.scratch, need);
+        if (!p)
+            return node_fail("out of memory");
+        sp_g.scratch = p;
+        sp_g.scratch_cap = need;
+    }
+    size_t row = (size_t)op->ne[0] * op->nb[0];
+    for (int64_t first = 0; first < n;) {
+        uint64_t co = off[first];
+        /* Entries at another offset are routed to a slot of this pass and
+         * their rows of the scratch dropped. */
+        int32_t any = (int32_t)(sp_g.held[id_at(ids, first % k, t0 + first / k)].ring_offset /
+                                sp_g.rr.slot_stride);
+        for (int64_t i = 0; i < n; i++)
+            sp_g.ids[i] = off[i] == co ? (int32_t)(sp_g.held[id_at(ids, i % k, t0 + i / k)]
+                                                       .ring_offset / sp_g.rr.slot_stride)
+                                       : any;
+        if (compute_view(cpu, op, w, t0, t1, co, sp_g.scratch) < 0)
+            return -1;
+        sp_g.offset_passes++;
+        int64_t next = n;
+        for (int64_t i = first; i < n; i++) {
+            if (off[i] != co) {
+                if (next == n && off[i] != UINT64_MAX)
+                    next = i;
+                continue;
+            }
+            size_t at = (size_t)(i % k) * op->nb[1] + (size_t)(i / k) * op->nb[2];
+            memcpy(dst + at, (char *)sp_g.scratch + at, row);
+            off[i] = UINT64_MAX; /* done */
+        }
+        first = next;
+    }
     return 0;
 }
 
@@ -315,9 +383,12 @@ static int compute_expert_node(ggml_backend_t cpu, struct ggml_tensor *op)
     size_t need = (size_t)(ids->ne[0] * ids->ne[1]);
     if (need > sp_g.ids_cap) {
         int32_t *n = realloc(sp_g.ids, need * sizeof *n);
-        if (!n)
+        if (n)
+            sp_g.ids = n;
+        uint64_t *o = n ? realloc(sp_g.offs, need * sizeof *o) : NULL;
+        if (!o)
             return node_fail("out of memory");
-        sp_g.ids = n;
+        sp_g.offs = o;
         sp_g.ids_cap = need;
     }
     sp_g.expert_nodes++;

@@ -47,23 +47,13 @@ static int read_tables(void)
     smoe_vault_info_get(sp_g.s, &vi);
     sp_g.n_layers = vi.layers;
     sp_g.n_expert = vi.experts;
-    sp_g.n_layouts = vi.layouts;
     sp_g.rr = (smoe_ring_region)SMOE_RING_REGION_INIT;
     smoe_ring_region_get(sp_g.s, &sp_g.rr);
-    size_t nl = vi.layouts ? vi.layouts : 1;
-    sp_g.comp_off = malloc(sizeof *sp_g.comp_off * nl * SL_KINDS);
     sp_g.held = calloc(vi.experts ? vi.experts : 1, sizeof *sp_g.held);
     sp_g.mark = calloc(vi.experts ? vi.experts : 1, 1);
     sp_g.hlist = calloc(vi.experts ? vi.experts : 1, sizeof *sp_g.hlist);
-    if (!sp_g.comp_off || !sp_g.held || !sp_g.mark || !sp_g.hlist)
+    if (!sp_g.held || !sp_g.mark || !sp_g.hlist)
         return fail("out of memory");
-    for (uint32_t lo = 0; lo < vi.layouts; lo++)
-        for (int k = 0; k < SL_KINDS; k++) {
-            smoe_component c;
-            sp_g.comp_off[(size_t)lo * SL_KINDS + k] =
-                smoe_layout_find(sp_g.s, lo, sl_kind_component[k], &c) == 0 ? c.offset
-                                                                              : UINT64_MAX;
-        }
     snprintf(sp_g.desc, sizeof sp_g.desc, "smoe_stream: vault %s, ring %" PRIu32 " slots of "
              "%" PRIu64 " KiB (%" PRIu64 " MiB)", sp_g.conf.vault, sp_g.rr.slots,
              sp_g.rr.slot_stride >> 10, sp_g.rr.length >> 20);
@@ -84,7 +74,9 @@ int sp_open(void)
             so.ring_slots = slots_for_mb(sp_g.conf.ring_mb);
         so.workers = sp_g.conf.workers;
         so.verify = sp_g.conf.verify;
-        so.flags = SMOE_OPEN_ALLOW_BUFFERED;
+        /* Components are found per claimed blob (smoe_blob_find): an index
+         * vault (`smoe index`) opens too. */
+        so.flags = SMOE_OPEN_ALLOW_BUFFERED | SMOE_OPEN_EXTENTS;
         int e = smoe_open(sp_g.conf.vault, &so, &sp_g.s);
         if (e < 0) {
             sp_g.s = NULL;
@@ -107,11 +99,11 @@ static int check_expert(sp_weight *w, const uint8_t *data, size_t off, uint32_t 
         return fail("reading expert %" PRIu32 " of layer %" PRIu32 " from SMOE_VAULT=%s to "
                     "check it against tensor %s failed: %s (%s)", e, w->layer,
                     sp_g.conf.vault, w->t->name, smoe_strerror(r), smoe_last_error());
-    uint64_t co = b.layout < sp_g.n_layouts ? sp_g.comp_off[(size_t)b.layout * SL_KINDS +
-                                                            w->kind] : UINT64_MAX;
-    int same = co != UINT64_MAX && co + w->slice <= b.size &&
-               !memcmp((const uint8_t *)b.data + co, data + (uint64_t)e * w->slice - off,
-                       w->slice);
+    smoe_component c;
+    int same = smoe_blob_find(sp_g.s, &b, sl_kind_component[w->kind], &c) == 0 &&
+               c.offset + w->slice <= b.size &&
+               !memcmp((const uint8_t *)b.data + c.offset,
+                       data + (uint64_t)e * w->slice - off, w->slice);
     smoe_release(sp_g.s, &b);
     if (!same)
         return fail("SMOE_VAULT=%s does not belong to this model: expert %" PRIu32 " of "
@@ -157,13 +149,14 @@ void sp_write_stats(void)
             ", \"hit_rate\": %.6f, \"claims\": %" PRIu64 ", \"bytes_read\": %" PRIu64
             ", \"reads_failed\": %" PRIu64 ", \"wait_ns\": %" PRIu64 ", \"copy_ns\": 0"
             ", \"expert_nodes\": %" PRIu64 ", \"token_groups\": %" PRIu64
-            ", \"graphs\": %" PRIu64 ", \"freq_status\": %" PRIu64 ", \"prewarm_slots\": %" PRIu64
+            ", \"graphs\": %" PRIu64 ", \"offset_passes\": %" PRIu64
+            ", \"freq_status\": %" PRIu64 ", \"prewarm_slots\": %" PRIu64
             ", \"prewarm_passes\": %" PRIu64 ", \"prewarm_reads\": %" PRIu64
             ", \"prewarm_hits\": %" PRIu64 "}\n",
             sp_g.conf.vault, st.slots, st.slot_bytes, st.hits, st.joins, st.misses,
             demand ? (double)st.hits / (double)demand : 0.0, st.claims, st.bytes_read,
             st.reads_failed, sp_g.wait_ns, sp_g.expert_nodes, sp_g.groups, sp_g.graphs,
-            st.freq_status, st.prewarm_slots, st.prewarm_passes, st.prewarm_reads,
-            st.prewarm_hits);
+            sp_g.offset_passes, st.freq_status, st.prewarm_slots, st.prewarm_passes,
+            st.prewarm_reads, st.prewarm_hits);
     fclose(f);
 }

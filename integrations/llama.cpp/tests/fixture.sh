@@ -28,3 +28,8 @@ run_logged() {
     done
     return $rl_rc
 }
+# index_fixture NAME: index NAME.gguf into NAME-index.smoe (`smoe index`:
+# the experts stay in the GGUF, the vault names their byte ranges).
+index_fixture() {
+    "$SMOE_TOOL" index --quiet --out $1-index.smoe $1.gguf > /dev/null
+}

@@ -9,6 +9,9 @@
 #    with the ring at 100% of the vault, at 25%, and at top-k slots; the
 #    expert tensors' memory is PROT_NONE, so a node other than the
 #    plugin's reading it would crash these runs;
+#  - the same with an index vault (`smoe index`), whose experts' components
+#    lie at offsets that differ from expert to expert in the mixtral,
+#    gpt-oss and olmoe fixtures (offset_passes > 0);
 #  - SMOE_STATS writes the counters as JSON (slots as asked, hits, misses,
 #    hit_rate, bytes_read, wait_ns, copy_ns 0);
 #  - llama-perplexity prints identical figures at 25% and top-k slots;
@@ -75,6 +78,32 @@ assert st["copy_ns"] == 0 and st["misses"] > 0 and st["bytes_read"] > 0, st
 assert st["expert_nodes"] > 0 and 0 <= st["hit_rate"] <= 1, st
 EOF
 done
+# An index vault: the same tokens at the same rings. Its components lie
+# where the GGUF puts them, at offsets that differ from expert to expert
+# in these small tensors: the plugin computes a group once per offset.
+index_fixture model
+for slots in "$entries" "$quarter" "$topk"; do
+    o=i$slots
+    pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model-index.smoe SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json"
+    complete -ot exps=SMOE > $o.out 2> $o.err ||
+        { cat $o.err; fail "llama-completion with an index vault, $slots slots"; }
+    grep -q "ring $slots slots" $o.err || { cat $o.err; fail "index vault: ring is not $slots slots"; }
+    cmp -s ref.out $o.out ||
+        { diff ref.out $o.out | head; fail "llama-completion's tokens differ with an index vault at $slots slots"; }
+    "$SMOE_LLAMA_PY" -c "import json,sys; st=json.load(open('$o.json')); sys.exit(not (st['copy_ns'] == 0 and st['misses'] > 0))" ||
+        fail "index vault at $slots slots: SMOE_STATS $(cat $o.json)"
+    passes=$("$SMOE_LLAMA_PY" -c "import json; print(json.load(open('$o.json'))['offset_passes'])")
+    echo "index vault, $slots slots: offset_passes $passes"
+    # These fixtures' expert slices are not multiples of 4 KiB: their
+    # offsets differ (qwen3moe's and glm4moe's are equal: one view).
+    case $arch in mixtral|gpt-oss|olmoe)
+        [ "$passes" -gt 0 ] || fail "index vault at $slots slots: no group computed per component offset";;
+    esac
+done
+# A packed vault's components lie at one offset: one pass per group.
+"$SMOE_LLAMA_PY" -c "import json,sys; sys.exit(json.load(open('s$entries.json'))['offset_passes'] != 0)" ||
+    fail "a packed vault was computed per component offset"
+
 # At top-k slots a prompt's union of experts is computed in groups of tokens.
 "$SMOE_LLAMA_PY" -c "import json,sys; st=json.load(open('s$topk.json')); sys.exit(st['token_groups'] <= st['expert_nodes'])" ||
     fail "at $topk slots no node was computed in groups of tokens"

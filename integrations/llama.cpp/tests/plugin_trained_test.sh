@@ -5,7 +5,8 @@
 # text: /completion on Python prompts, at temperature 0 and without a
 # grammar, answers the same text and token ids as stock llama-server, two
 # requests in a row and two at once (-np 2), with the ring at 100% of the
-# vault, at 25% and at top-k slots.
+# vault, at 25% and at top-k slots, from a packed vault (`smoe pack`) and
+# from an index vault (`smoe index`: the experts read from the GGUF itself).
 # Environment: LLAMA_SERVER, GGML_SMOE, SMOE_TOOL, SMOE_LLAMA_PY,
 # SMOE_TEST_TMPDIR.
 set -eu
@@ -20,6 +21,7 @@ fail() { echo "FAIL trained: $*" >&2; exit 1; }
 for g in model-bf16.gguf model-q8_0.gguf; do
     t=${g%.gguf}
     "$SMOE_TOOL" pack --quiet --out $t.smoe "$fx/$g" > /dev/null || fail "smoe pack $g"
+    "$SMOE_TOOL" index --quiet --out $t-index.smoe "$fx/$g" > /dev/null || fail "smoe index $g"
     info=$("$SMOE_TOOL" inspect $t.smoe)
     entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
     topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
@@ -37,11 +39,13 @@ import json, sys
 a = json.load(open(sys.argv[1]))
 assert all(isinstance(r, list) and isinstance(r[0], str) and len(r) == 25 for r in a['row'] + a['parallel']), a" \
         $t.ref.json || fail "stock llama-server did not answer text on $g: $(cat $t.ref.json)"
-    for slots in "$entries" $(( (entries + 3) / 4 )) "$topk"; do
-        extra="-ot exps=SMOE"
-        serve $t.$slots.json GGML_BACKEND_PATH="$GGML_SMOE" SMOE_VAULT=$t.smoe SMOE_RING_SLOTS=$slots
-        cmp -s $t.ref.json $t.$slots.json ||
-            fail "$g: llama-server's answers differ at $slots slots"
-        echo "ok trained $g: llama-server's text identical at $slots slots"
+    for v in $t $t-index; do
+        for slots in "$entries" $(( (entries + 3) / 4 )) "$topk"; do
+            extra="-ot exps=SMOE"
+            serve $v.$slots.json GGML_BACKEND_PATH="$GGML_SMOE" SMOE_VAULT=$v.smoe SMOE_RING_SLOTS=$slots
+            cmp -s $t.ref.json $v.$slots.json ||
+                fail "$g: llama-server's answers differ at $slots slots ($v.smoe)"
+            echo "ok trained $g: llama-server's text identical at $slots slots ($v.smoe)"
+        done
     done
 done
