@@ -25,11 +25,14 @@
 #   smoe-map-la    smoe-map with the lookahead
 #   ceiling        stock llama.cpp with no memory limit and the model in the
 #                  page cache (read once before; the only warm mode)
-#   bench-stock    stock llama-bench (mmap, the CPU backend's defaults)
+#   bench-stock    stock llama-bench, mmap, experts in the CPU's plain buffer
+#                  type (-ot exps=CPU, as --cpu-moe: read from the mapping)
 #   bench-plugin   stock llama-bench with libggml-smoe.so (-ot exps=SMOE),
 #                  ring of SHARE% of the experts (no staging), SMOE_STATS
 #   bench-plugin-full  the same with the whole vault in the ring (no limit)
-#   bench-ceiling  stock llama-bench, no limit, model in the page cache (warm)
+#   bench-ceiling  stock llama-bench, no limit, model in the page cache (warm),
+#                  its defaults (Q4_K experts repacked)
+#   bench-ceiling-cpu  the same with -ot exps=CPU (plain kernels, as the plugin)
 # The bench-* modes run llama-bench -p PROMPT -n TOKENS -r 1 --no-warmup:
 # prompt t/s and the prompt's time (its first token, load excluded), decode
 # t/s; the plugin's stats (hits, bytes read, wait_ns, copy_ns, claims) are
@@ -111,8 +114,10 @@ limit=$((dense + payload * share / 100 + overhead * 1048576))
 slots=$(( (payload * share / 100 - stage) / slot ))
 pslots=$(( payload * share / 100 / slot ))   # the plugin's ring: no staging
 lbench=$build/bin/llama-bench
+lcompl=$build/bin/llama-completion
+ptext=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%c", i % 8 == 7 ? 32 : 97 + (i * 7) % 26 }')
 plugin=$build/integrations/llama.cpp/libggml-smoe.so
-[ "$slots" -ge 1 ] || { echo "run.sh: no room for a ring beside the staging memory" >&2; exit 1; }
+case ,$modes, in *,smoe*) [ "$slots" -ge 1 ] || { echo "run.sh: no room for a ring beside the staging memory" >&2; exit 1; } ;; esac
 
 ptoks=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", (i * 7919 + 13) % 30000 }')
 rflag=
@@ -157,32 +162,51 @@ bench_mode() {
     esac
     ot=
     [ -n "$env" ] && ot="-ot exps=SMOE"
+    # Stock's experts in the CPU's plain buffer type, served from the
+    # mapping (as --cpu-moe places them): by default llama-bench copies
+    # Q4_K experts into repacked anonymous buffers, which a limit of 25%
+    # of the experts cannot hold (the OOM killer ends it).
+    # llama-bench cannot turn repacking off (-ot exps=CPU still gives
+    # CPU_REPACK), so these two run llama-completion --no-repack: experts
+    # read from the mapping, stock's plain kernels, as the plugin's. The
+    # prompt is PROMPT letters (a --byte-vocab model: a byte is a token).
+    cmd="$lbench -m $model -t $threads -p $prompt -n $tokens -r 1 --no-warmup -o jsonl"
+    case $m in bench-stock|bench-ceiling-cpu)
+        cmd="$lcompl -m $model -t $threads -n $tokens --ignore-eos --no-repack --no-warmup -no-cnv" ;;
+    esac
     drop
-    [ "$m" = bench-ceiling ] && cat "$model" > /dev/null
+    case $m in bench-ceiling*) cat "$model" > /dev/null ;; esac
     out=$dir/run-$m.out
     rc=0
+    lcompl_p=
+    case $cmd in "$lcompl"*) lcompl_p=1 ;; esac
     case $m in
     bench-stock|bench-plugin)
         cg=$(cgroup_make "$limit")
         lim=$((limit / 1048576))
         sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
-            env $env "$lbench" -m "$model" -t "$threads" -p "$prompt" -n "$tokens" -r 1 \
-            --no-warmup $ot -o jsonl > "$out" 2> "$out.err" || rc=$? ;;
+            env $env $cmd $ot ${lcompl_p:+-p "$ptext"} > "$out" 2> "$out.err" < /dev/null || rc=$? ;;
     *)
-        env $env "$lbench" -m "$model" -t "$threads" -p "$prompt" -n "$tokens" -r 1 \
-            --no-warmup $ot -o jsonl > "$out" 2> "$out.err" || rc=$? ;;
+        env $env $cmd $ot ${lcompl_p:+-p "$ptext"} > "$out" 2> "$out.err" < /dev/null || rc=$? ;;
     esac
     peak=-
     if [ -n "$cg" ]; then peak=$(( $(cgroup_peak "$cg") / 1048576 )); rmdir "$cg"; fi
     [ "$rc" = 0 ] || { cat "$out.err"; echo "run.sh: $m failed ($rc)" >&2; exit 1; }
     set -- $(/usr/bin/python3 -c '
-import json, sys
+import json, re, sys
 pp = tg = 0.0
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if r["n_gen"] > 0: tg = r["avg_ts"]
-    else: pp = r["avg_ts"]
-print("%.2f %.2f %.3f" % (tg, pp, int(sys.argv[2]) / pp if pp else 0))' "$out" "$prompt")
+n = int(sys.argv[2])
+if sys.argv[3]:
+    for l in open(sys.argv[1] + ".err"):
+        r = re.search(r"(prompt eval|\seval) time = *([0-9.]+) ms / *([0-9]+) (tokens|runs)", l)
+        if r and r.group(1) == "prompt eval": pp = int(r.group(3)) / float(r.group(2)) * 1e3; n = int(r.group(3))
+        elif r: tg = int(r.group(3)) / float(r.group(2)) * 1e3
+else:
+    for l in open(sys.argv[1]):
+        r = json.loads(l)
+        if r["n_gen"] > 0: tg = r["avg_ts"]
+        else: pp = r["avg_ts"]
+print("%.2f %.2f %.3f" % (tg, pp, n / pp if pp else 0))' "$out" "$prompt" "$lcompl_p")
     tps=$1 pps=$2 pt=$3
     hr=-
     [ -f "$json" ] && hr=$(/usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["hit_rate"])' "$json")
