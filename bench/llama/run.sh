@@ -25,15 +25,19 @@
 #   smoe-map-la    smoe-map with the lookahead
 #   ceiling        stock llama.cpp with no memory limit and the model in the
 #                  page cache (read once before; the only warm mode)
-#   bench-stock    stock llama-bench, mmap, experts in the CPU's plain buffer
-#                  type (-ot exps=CPU, as --cpu-moe: read from the mapping)
+#   bench-stock    stock llama-completion --no-repack, mmap: the experts
+#                  read from the mapping (llama-bench repacks Q4_K experts
+#                  into anonymous memory, which the limit cannot hold)
 #   bench-plugin   stock llama-bench with libggml-smoe.so (-ot exps=SMOE),
 #                  ring of SHARE% of the experts (no staging), SMOE_STATS
 #   bench-plugin-full  the same with the whole vault in the ring (no limit)
 #   bench-ceiling  stock llama-bench, no limit, model in the page cache (warm),
 #                  its defaults (Q4_K experts repacked)
-#   bench-ceiling-cpu  the same with -ot exps=CPU (plain kernels, as the plugin)
-# The bench-* modes run llama-bench -p PROMPT -n TOKENS -r 1 --no-warmup:
+#   bench-ceiling-cpu  bench-stock with no limit, warm (plain kernels, as
+#                  the plugin's)
+# The other bench-* modes run llama-bench -p PROMPT -n TOKENS -r 1 --no-warmup;
+# bench-stock and bench-ceiling-cpu need a model written with mkmoe.py
+# --byte-vocab (their prompt is PROMPT letters, a byte a token). All print:
 # prompt t/s and the prompt's time (its first token, load excluded), decode
 # t/s; the plugin's stats (hits, bytes read, wait_ns, copy_ns, claims) are
 # printed below its row, with wait_ns / claims (every claim is timed, its
@@ -65,7 +69,7 @@
 # runs would otherwise compete with everything else for the cores.
 set -eu
 export OMP_WAIT_POLICY=passive
-[ $# -ge 2 ] || { sed -n '2,63p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,69p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 dir=$2
 shift 2
@@ -199,8 +203,8 @@ n = int(sys.argv[2])
 if sys.argv[3]:
     for l in open(sys.argv[1] + ".err"):
         r = re.search(r"(prompt eval|\seval) time = *([0-9.]+) ms / *([0-9]+) (tokens|runs)", l)
-        if r and r.group(1) == "prompt eval": pp = int(r.group(3)) / float(r.group(2)) * 1e3; n = int(r.group(3))
-        elif r: tg = int(r.group(3)) / float(r.group(2)) * 1e3
+        if r and r.group(1) == "prompt eval" and float(r.group(2)) > 0: pp = int(r.group(3)) / float(r.group(2)) * 1e3; n = int(r.group(3))
+        elif r and float(r.group(2)) > 0: tg = int(r.group(3)) / float(r.group(2)) * 1e3
 else:
     for l in open(sys.argv[1]):
         r = json.loads(l)
