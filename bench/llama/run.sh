@@ -25,7 +25,27 @@
 #   smoe-map-la    smoe-map with the lookahead
 #   ceiling        stock llama.cpp with no memory limit and the model in the
 #                  page cache (read once before; the only warm mode)
-# The first three run in a memory cgroup (v1 or v2; needs root) limited to
+#   bench-stock    stock llama-completion --no-repack, mmap: the experts
+#                  read from the mapping (llama-bench repacks Q4_K experts
+#                  into anonymous memory, which the limit cannot hold)
+#   bench-plugin   stock llama-bench with libggml-smoe.so (-ot exps=SMOE),
+#                  ring of SHARE% of the experts (no staging), SMOE_STATS
+#   bench-plugin-full  the same with the whole vault in the ring (no limit)
+#   bench-ceiling  stock llama-bench, no limit, model in the page cache (warm),
+#                  its defaults (Q4_K experts repacked)
+#   bench-ceiling-cpu  bench-stock with no limit, warm (plain kernels, as
+#                  the plugin's)
+# The other bench-* modes run llama-bench -p PROMPT -n TOKENS -r 1 --no-warmup;
+# bench-stock and bench-ceiling-cpu need a model written with mkmoe.py
+# --byte-vocab (their prompt is PROMPT letters, a byte a token). All print:
+# prompt t/s and the prompt's time (its first token, load excluded), decode
+# t/s; the plugin's stats (hits, bytes read, wait_ns, copy_ns, claims) are
+# printed below its row, with wait_ns / claims (every claim is timed, its
+# miss's read included; a release is not) times the claims a token, as a
+# share of a decoded token: an upper bound on what hits cost.
+# --repeat R runs the whole list of modes R times, interleaved, and prints
+# the median and range of each mode's decode and prompt rates at the end.
+# The modes with a limit run in a memory cgroup (v1 or v2; needs root) limited to
 # the dense weights + SHARE% of the experts + OVERHEAD_MIB for llama.cpp's
 # own buffers.
 #
@@ -43,22 +63,24 @@
 #   --modes LIST    comma list of the modes above (default: stock-mmap,
 #                   stock-cpu-moe,smoe,smoe-map,ceiling)
 #   --overhead MIB  llama.cpp's own memory in the limit (default 384)
+#   --repeat R      rounds of the whole mode list (default 1)
 # Every mode runs with OMP_WAIT_POLICY=passive (smoe-llama sets it itself
 # when streaming): on a shared machine, spinning OpenMP workers of the stock
 # runs would otherwise compete with everything else for the cores.
 set -eu
 export OMP_WAIT_POLICY=passive
-[ $# -ge 2 ] || { sed -n '2,48p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,69p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 dir=$2
 shift 2
-shape=qwen3-30b-a3b layers=12 share=25 prompt=16 tokens=32 threads=2 replay= overhead=384
+shape=qwen3-30b-a3b layers=12 share=25 prompt=16 tokens=32 threads=2 replay= overhead=384 repeat=1
 modes=stock-mmap,stock-cpu-moe,smoe,smoe-map,ceiling
 while [ $# -gt 0 ]; do
     case $1 in
     --shape) shape=$2 ;; --layers) layers=$2 ;; --share) share=$2 ;;
     --prompt) prompt=$2 ;; --tokens) tokens=$2 ;; --threads) threads=$2 ;;
     --replay) replay=$2 ;; --modes) modes=$2 ;; --overhead) overhead=$2 ;;
+    --repeat) repeat=$2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -94,7 +116,12 @@ moe_layers=$(echo "$info" | sed -n 's/^layers *\([0-9]*\)$/\1/p')
 stage=$((payload / moe_layers))
 limit=$((dense + payload * share / 100 + overhead * 1048576))
 slots=$(( (payload * share / 100 - stage) / slot ))
-[ "$slots" -ge 1 ] || { echo "run.sh: no room for a ring beside the staging memory" >&2; exit 1; }
+pslots=$(( payload * share / 100 / slot ))   # the plugin's ring: no staging
+lbench=$build/bin/llama-bench
+lcompl=$build/bin/llama-completion
+ptext=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%c", i % 8 == 7 ? 32 : 97 + (i * 7) % 26 }')
+plugin=$build/integrations/llama.cpp/libggml-smoe.so
+case ,$modes, in *,smoe*) [ "$slots" -ge 1 ] || { echo "run.sh: no room for a ring beside the staging memory" >&2; exit 1; } ;; esac
 
 ptoks=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", (i * 7919 + 13) % 30000 }')
 rflag=
@@ -125,9 +152,90 @@ drop() { for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=
 log "$shape, $layers layers: model $msize bytes (dense $dense, experts $payload in $entries blobs" \
     "of up to $slot); limit $limit bytes (dense + $share% of experts + $overhead MiB);" \
     "smoe ring $slots slots + staging $stage; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-14s %10s %8s %9s %11s %9s %10s %9s\n' mode limit_MiB load_s ttft_s decode_t/s vs_stock peak_MiB hit_rate
+results=$dir/results.txt
+: > "$results"
+# bench_mode MODE: one llama-bench run of a bench-* mode; prints its row and
+# appends "MODE decode_t/s prompt_t/s" to $results.
+bench_mode() {
+    m=$1 env= lim=- cg=
+    json=$dir/stats-$m.json
+    rm -f "$json"
+    case $m in
+    bench-plugin) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json" ;;
+    bench-plugin-full) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$entries SMOE_STATS=$json" ;;
+    esac
+    ot=
+    [ -n "$env" ] && ot="-ot exps=SMOE"
+    # Stock's experts in the CPU's plain buffer type, served from the
+    # mapping (as --cpu-moe places them): by default llama-bench copies
+    # Q4_K experts into repacked anonymous buffers, which a limit of 25%
+    # of the experts cannot hold (the OOM killer ends it).
+    # llama-bench cannot turn repacking off (-ot exps=CPU still gives
+    # CPU_REPACK), so these two run llama-completion --no-repack: experts
+    # read from the mapping, stock's plain kernels, as the plugin's. The
+    # prompt is PROMPT letters (a --byte-vocab model: a byte is a token).
+    cmd="$lbench -m $model -t $threads -p $prompt -n $tokens -r 1 --no-warmup -o jsonl"
+    case $m in bench-stock|bench-ceiling-cpu)
+        cmd="$lcompl -m $model -t $threads -n $tokens --ignore-eos --no-repack --no-warmup -no-cnv" ;;
+    esac
+    drop
+    case $m in bench-ceiling*) cat "$model" > /dev/null ;; esac
+    out=$dir/run-$m.out
+    rc=0
+    lcompl_p=
+    case $cmd in "$lcompl"*) lcompl_p=1 ;; esac
+    case $m in
+    bench-stock|bench-plugin)
+        cg=$(cgroup_make "$limit")
+        lim=$((limit / 1048576))
+        sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
+            env $env $cmd $ot ${lcompl_p:+-p "$ptext"} > "$out" 2> "$out.err" < /dev/null || rc=$? ;;
+    *)
+        env $env $cmd $ot ${lcompl_p:+-p "$ptext"} > "$out" 2> "$out.err" < /dev/null || rc=$? ;;
+    esac
+    peak=-
+    if [ -n "$cg" ]; then peak=$(( $(cgroup_peak "$cg") / 1048576 )); rmdir "$cg"; fi
+    [ "$rc" = 0 ] || { cat "$out.err"; echo "run.sh: $m failed ($rc)" >&2; exit 1; }
+    set -- $(/usr/bin/python3 -c '
+import json, re, sys
+pp = tg = 0.0
+n = int(sys.argv[2])
+if sys.argv[3]:
+    for l in open(sys.argv[1] + ".err"):
+        r = re.search(r"(prompt eval|\seval) time = *([0-9.]+) ms / *([0-9]+) (tokens|runs)", l)
+        if r and r.group(1) == "prompt eval" and float(r.group(2)) > 0: pp = int(r.group(3)) / float(r.group(2)) * 1e3; n = int(r.group(3))
+        elif r and float(r.group(2)) > 0: tg = int(r.group(3)) / float(r.group(2)) * 1e3
+else:
+    for l in open(sys.argv[1]):
+        r = json.loads(l)
+        if r["n_gen"] > 0: tg = r["avg_ts"]
+        else: pp = r["avg_ts"]
+print("%.2f %.2f %.3f" % (tg, pp, n / pp if pp else 0))' "$out" "$prompt" "$lcompl_p")
+    tps=$1 pps=$2 pt=$3
+    hr=-
+    [ -f "$json" ] && hr=$(/usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["hit_rate"])' "$json")
+    printf '%-17s %9s %9s %9s %11s %10s %8s\n' "$m" "$lim" "$pps" "$pt" "$tps" "$peak" "$hr"
+    echo "$m $tps $pps" >> "$results"
+    [ -f "$json" ] && /usr/bin/python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1])); n = int(sys.argv[2]) + int(sys.argv[3]); tps = float(sys.argv[4])
+print("    hits %d joins %d misses %d claims %d bytes_read %d wait_ns %d copy_ns %d graphs %d" % (
+    s["hits"], s["joins"], s["misses"], s["claims"], s["bytes_read"], s["wait_ns"], s["copy_ns"], s["graphs"]))
+c = s["claims"]
+if c and tps > 0:
+    per = s["wait_ns"] / c
+    tok = 1e9 / tps
+    k = c / n
+    print("    wait_ns / claims %.1f us (every claim timed, the reads of misses included: an upper bound on a hit); x %.0f claims a token (prompt and decode averaged) = %.1f us, %.2f%% of a decoded token" % (per / 1e3, k, per * k / 1e3, per * k / tok * 100))' "$json" "$prompt" "$tokens" "$tps"
+    true
+}
+
+printf '%-17s %9s %9s %9s %11s %10s %8s\n' bench-mode limit_MiB pp_t/s prompt_s decode_t/s peak_MiB hit_rate
+for round in $(seq "$repeat"); do
+log "round $round of $repeat; load $(cut -d' ' -f1-3 /proc/loadavg)"
 stock_tps=
 for mode in $(echo "$modes" | tr ',' ' '); do
+    case $mode in bench-*) bench_mode "$mode"; continue ;; esac
     case $mode in
     stock-mmap) args="--resident" ;;
     stock-cpu-moe) args="--resident --cpu-moe" ;;
@@ -192,7 +300,29 @@ for mode in $(echo "$modes" | tr ',' ' '); do
             printf "    lookahead cost: %.1f us a routing, %.1f us a decoded token (%d routings), %.2f%% of a decoded token\n", us, us * (nl - 1), nl - 1, share
         }' "$out" ;;
     esac
+    echo "$mode $tps -" >> "$results"
 done
+done
+if [ "$repeat" -gt 1 ]; then
+    log "medians over $repeat rounds (min..max); ratios of medians"
+    /usr/bin/python3 - "$results" <<'PY'
+import statistics, sys
+rows = {}
+for l in open(sys.argv[1]):
+    m, d, p = l.split()
+    rows.setdefault(m, []).append((float(d), None if p == "-" else float(p)))
+def med(m, i):
+    v = [r[i] for r in rows.get(m, []) if r[i] is not None]
+    return (statistics.median(v), min(v), max(v)) if v else None
+st, ce = med("bench-stock", 0), med("bench-ceiling", 0)
+print("%-17s %22s %22s %9s %9s" % ("mode", "decode t/s", "prompt t/s", "vs stock", "vs ceil"))
+for m in rows:
+    d, p = med(m, 0), med(m, 1)
+    ps = "%.2f (%.2f..%.2f)" % p if p else "-"
+    print("%-17s %22s %22s %9s %9s" % (m, "%.2f (%.2f..%.2f)" % d, ps,
+          "%.2fx" % (d[0] / st[0]) if st else "-", "%.2fx" % (d[0] / ce[0]) if ce else "-"))
+PY
+fi
 
 if [ -n "$replay" ] && echo "$modes" | grep -q smoe; then
     n=$((prompt + tokens))
