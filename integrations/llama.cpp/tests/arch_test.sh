@@ -30,9 +30,7 @@ fail() { echo "FAIL $arch: $*" >&2; exit 1; }
 
 make_fixture model "$arch" 1
 make_fixture other "$arch" 2
-info=$("$SMOE_TOOL" inspect model.smoe)
-entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
-topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
+vault_sizes model.smoe
 [ -n "$entries" ] && [ -n "$topk" ] || fail "cannot read entries and top_k from smoe inspect"
 
 prompt=$(awk 'BEGIN { for (i = 0; i < 32; i++) printf "%s%d", i ? "," : "", (i * 37 + 11) % 500 }')
@@ -44,7 +42,6 @@ run --resident --logits-out ref.logits > ref.out 2> ref.err || { cat ref.err; fa
 [ "$(stat -c %s ref.logits)" -eq $((32 * 512 * 4)) ] || fail "ref.logits is not 32 x 512 floats"
 [ "$(tail -n 64 ref.out | wc -l)" -eq 64 ] || fail "the resident run did not print 64 token ids"
 
-quarter=$(( (entries + 3) / 4 ))
 tail -n 64 ref.out > ref.ids
 for slots in "$entries" "$quarter" "$topk"; do
     for how in copy map; do

@@ -33,3 +33,11 @@ run_logged() {
 index_fixture() {
     "$SMOE_TOOL" index --quiet --out $1-index.smoe $1.gguf > /dev/null
 }
+# vault_sizes VAULT: what `smoe inspect VAULT` says into info, and from it
+# entries (layers x experts), topk, and quarter (a ring of 25%, rounded up).
+vault_sizes() {
+    info=$("$SMOE_TOOL" inspect "$1")
+    entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
+    topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
+    quarter=$(( (entries + 3) / 4 ))
+}

@@ -59,10 +59,7 @@ same_as_ref() { # run name, reference name
 
 make_fixture model "$arch" 1
 make_fixture near "$arch" 3 --near-identity
-info=$("$SMOE_TOOL" inspect model.smoe)
-entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
-topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
-quarter=$(( (entries + 3) / 4 ))
+vault_sizes model.smoe
 
 for m in model near; do
     run $m --resident --logits-out ref-$m.logits > ref-$m.out 2> ref-$m.err ||

@@ -18,10 +18,7 @@ fail() { echo "FAIL $arch: $*" >&2; exit 1; }
 . "$here/fixture.sh"
 
 make_fixture model "$arch" 1 --byte-vocab
-info=$("$SMOE_TOOL" inspect model.smoe)
-entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
-topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
-quarter=$(( (entries + 3) / 4 ))
+vault_sizes model.smoe
 port=$("$SMOE_LLAMA_PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
 "$GGML_RPC_SERVER" -H 127.0.0.1 -p "$port" -t 2 > rpc.log 2>&1 &
 rpc=$!

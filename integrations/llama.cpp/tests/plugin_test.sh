@@ -35,11 +35,8 @@ fail() { echo "FAIL $arch: $*" >&2; exit 1; }
 
 make_fixture model "$arch" 1 --byte-vocab
 make_fixture other "$arch" 2 --byte-vocab
-info=$("$SMOE_TOOL" inspect model.smoe)
-entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
-topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
+vault_sizes model.smoe
 [ -n "$entries" ] && [ -n "$topk" ] || fail "cannot read entries and top_k from smoe inspect"
-quarter=$(( (entries + 3) / 4 ))
 
 prompt="The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs."
 # $pre: the environment of the next run (env VAR=VALUE ...), word-split.

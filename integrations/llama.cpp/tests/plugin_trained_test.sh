@@ -18,13 +18,12 @@ rm -rf "$dir"
 mkdir -p "$dir"
 cd "$dir"
 fail() { echo "FAIL trained: $*" >&2; exit 1; }
+. "$here/fixture.sh"
 for g in model-bf16.gguf model-q8_0.gguf; do
     t=${g%.gguf}
     "$SMOE_TOOL" pack --quiet --out $t.smoe "$fx/$g" > /dev/null || fail "smoe pack $g"
     "$SMOE_TOOL" index --quiet --out $t-index.smoe "$fx/$g" > /dev/null || fail "smoe index $g"
-    info=$("$SMOE_TOOL" inspect $t.smoe)
-    entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
-    topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
+    vault_sizes $t.smoe
     serve() { # OUT [ENV...]
         o=$1
         shift

@@ -22,6 +22,7 @@ rm -rf "$dir"
 mkdir -p "$dir"
 cd "$dir"
 fail() { echo "FAIL trained: $*" >&2; exit 1; }
+. "$here/fixture.sh"
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
 
 # Held-out text: the start of the binding's hf.py (under 8 KiB of context).
@@ -37,9 +38,7 @@ for g in model-bf16.gguf model-q8_0.gguf; do
     t=${g%.gguf}
     "$SMOE_TOOL" pack --quiet --out $t.smoe "$fx/$g" > /dev/null || fail "smoe pack $g"
     vaults=$t.smoe
-    info=$("$SMOE_TOOL" inspect $t.smoe)
-    entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
-    topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
+    vault_sizes $t.smoe
     [ "$entries" = 96 ] && [ "$topk" = 4 ] || fail "$g: expected 96 entries, top_k 4: $info"
     run $g --resident --prompt "$prompt" --logits-out $t-ref.logits > $t-ref.out 2> $t-ref.err ||
         { cat $t-ref.err; fail "$g: resident run"; }
@@ -49,7 +48,6 @@ for g in model-bf16.gguf model-q8_0.gguf; do
         fail "$g: resident run on the prompt's bytes"
     cmp -s $t-ref.logits $t-bytes.logits || fail "$g: the text is not tokenized into its bytes"
     tail -n 32 $t-ref.out > $t-ref.ids
-    quarter=$(( (entries + 3) / 4 ))
     for v in $vaults; do
         for slots in "$entries" "$quarter" "$topk" "$quarter+lookahead"; do
             s=${slots%+lookahead}
