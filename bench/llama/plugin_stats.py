@@ -7,14 +7,47 @@ a plugin row, from libggml-smoe's SMOE_STATS:
     release, no read), times the experts a decoded token claims (top-k x
     MoE layers: every one a hit, the worst case for this figure), as a
     share of a decoded token's time (1 / decode t/s);
-  - with --belady (a replayed trace, decode only): `smoe sim` on the
-    tokens the run replayed, at its ring, gives Belady's optimum; its
-    misses x BLOB_BYTES / the disk's rate is the disk time the optimum
-    still needs, beside the plugin's own wait for reads (miss_wait_ns)."""
+  - with --belady TRACE (decode only): TRACE is the routing the run
+    demand-prefetched, recorded by the library (SMOE_TRACE: one line per
+    token and layer, the replayed trace's when SMOE_REPLAY is set); the
+    load's check of each expert tensor's first and last expert, recorded
+    first, is dropped. `smoe sim` on it at the run's ring gives Belady's
+    optimum; its misses x BLOB_BYTES / the disk's rate is the disk time
+    the optimum still needs, beside the plugin's own wait for reads
+    (miss_wait_ns)."""
 import json
+import re
 import subprocess
 import sys
 import tempfile
+
+
+def routing_only(src, dst):
+    """Copy trace src to dst without its leading tokens whose every record
+    names only experts 0 and E-1 (the load's check). Returns the tokens kept."""
+    head, toks = [], []
+    experts = None
+    for line in open(src):
+        if line.startswith("#"):
+            head.append(line)
+            m = re.search(r"experts=(\d+)", line)
+            if m:
+                experts = int(m.group(1))
+            continue
+        f = line.split()
+        if not f:
+            continue
+        if not toks or toks[-1][0] != f[0]:
+            toks.append((f[0], []))
+        toks[-1][1].append(line)
+    check = {"0", str(experts - 1)}
+    while toks and all(set(r.split()[2:]) <= check for r in toks[0][1]):
+        toks.pop(0)
+    with open(dst, "w") as f:
+        f.writelines(head)
+        for _, recs in toks:
+            f.writelines(recs)
+    return len(toks)
 
 
 def main():
@@ -36,11 +69,11 @@ def main():
               % (per / 1e3, k, per * k / 1e3, per * k / tok_ns * 100, tok_ns / 1e6))
     if len(a) > 7 and a[7] == "--belady":
         smoe, trace, slots, blob, gbps = a[8], a[9], int(a[10]), float(a[11]), float(a[12])
-        n = s["replay_tokens"]
-        with tempfile.NamedTemporaryFile(suffix=".json") as f:
-            subprocess.run([smoe, "sim", "--policy", "lru", "--size", str(slots), "--tokens",
-                            "0:%d" % n, "--json", f.name, trace], check=True,
-                           stdout=subprocess.DEVNULL)
+        with tempfile.NamedTemporaryFile(suffix=".trace", mode="w") as t, \
+                tempfile.NamedTemporaryFile(suffix=".json") as f:
+            n = routing_only(trace, t.name)
+            subprocess.run([smoe, "sim", "--policy", "lru", "--size", str(slots), "--json",
+                            f.name, t.name], check=True, stdout=subprocess.DEVNULL)
             row = json.load(open(f.name))["rows"][0]
         req = row["requests"]
         opt_miss = round(req * (1 - row["belady"]))

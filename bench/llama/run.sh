@@ -57,6 +57,13 @@
 # the dense weights + SHARE% of the experts + OVERHEAD_MIB for llama.cpp's
 # own buffers.
 #
+# bench-plugin-decode prints Belady's bound (plugin_stats.py): `smoe sim`
+# on the routing the run demand-prefetched (recorded by the library,
+# SMOE_TRACE), at its ring, gives the optimum's misses; times the blob
+# size and divided by the disk's rate (`smoe read` of the vault, cold, at
+# the start of the run) that is the disk time the optimum still needs,
+# beside the plugin's miss_wait_ns.
+#
 # Options:
 #   --shape S       qwen3-30b-a3b (default; Q4_K experts) or gpt-oss-20b (MXFP4)
 #   --layers N      layers (default 12; the real models have 48 and 24)
@@ -72,12 +79,6 @@
 #                   tokens of it against the vault at the same ring size, for
 #                   its hit rate beside the integration's. Its layers must be
 #                   at least the model's, its top-k and experts the model's.
-#                   With it, each plugin row also prints Belady's bound:
-#                   `smoe sim` on the tokens the row replayed, at its ring,
-#                   gives the optimum's misses; times the blob size and
-#                   divided by the disk's rate (`smoe read` of the vault,
-#                   cold, at the start of the run) that is the disk time the
-#                   optimum still needs, beside the plugin's miss_wait_ns
 #   --modes LIST    comma list of the modes above (default: stock-mmap,
 #                   stock-cpu-moe,smoe,smoe-map,ceiling)
 #   --overhead MIB  llama.cpp's own memory in the limit (default 384)
@@ -87,7 +88,7 @@
 # runs would otherwise compete with everything else for the cores.
 set -eu
 export OMP_WAIT_POLICY=passive
-[ $# -ge 2 ] || { sed -n '2,87p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,88p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 dir=$2
 shift 2
@@ -190,7 +191,9 @@ bench_mode() {
     json=$dir/stats-$m.json
     rm -f "$json"
     case $m in
-    bench-plugin|bench-plugin-decode|server-plugin) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json $penv" ;;
+    bench-plugin|server-plugin) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json $penv" ;;
+    bench-plugin-decode) rm -f "$dir/rec-$m.trace"
+        env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json $penv SMOE_TRACE=$dir/rec-$m.trace" ;;
     bench-plugin-full) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$entries SMOE_STATS=$json $penv" ;;
     esac
     ot=
@@ -262,8 +265,8 @@ print("%.2f %.2f %.3f" % (tg, pp, n / pp if pp else 0))' "$out" "$prompt" "${lco
     printf '%-17s %9s %9s %9s %11s %10s %8s\n' "$m" "$lim" "$pps" "$pt" "$tps" "$peak" "$hr"
     echo "$m $tps $pps" >> "$results"
     bel=
-    [ "$m" = bench-plugin-decode ] && [ -n "$replay" ] &&
-        bel="--belady $smoe $replay $pslots $((payload / entries)) $disk_gbps"
+    [ "$m" = bench-plugin-decode ] &&
+        bel="--belady $smoe $dir/rec-$m.trace $pslots $((payload / entries)) $disk_gbps"
     [ -f "$json" ] && /usr/bin/python3 "$here/plugin_stats.py" "$json" "$m" "$prompt" "$tokens" \
         "$tps" "$topk" "$moe_layers" $bel
     true
