@@ -34,11 +34,9 @@ static struct {
 
 int sp_replay_init(const char *path)
 {
-    int r = sl_replay_read(path, &rp.r, sp_g.err, sizeof sp_g.err);
-    if (r < 0) {
-        char msg[sizeof sp_g.err];
-        snprintf(msg, sizeof msg, "SMOE_REPLAY: %s", sp_g.err);
-        memcpy(sp_g.err, msg, sizeof msg);
+    char err[768];
+    if (sl_replay_read(path, &rp.r, err, sizeof err) < 0) {
+        snprintf(sp_g.err, sizeof sp_g.err, "SMOE_REPLAY: %s", err);
         return -1;
     }
     sl_replay_shape(rp.r, &rp.layers, &rp.k, &rp.tokens);
