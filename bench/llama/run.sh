@@ -35,19 +35,34 @@
 #                  its defaults (Q4_K experts repacked)
 #   bench-ceiling-cpu  bench-stock with no limit, warm (plain kernels, as
 #                  the plugin's)
+#   bench-plugin-decode  bench-plugin with no prompt (llama-bench -p 0):
+#                  TOKENS decoded one at a time, the workload of the Belady
+#                  bound below
+#   server-stock   stock llama-server --no-repack (mmap), in the cgroup: one
+#                  /completion of PROMPT letters and TOKENS generated, through
+#                  its HTTP API (server_bench.py); its own timings
+#   server-plugin  llama-server with libggml-smoe.so, ring of SHARE%, cgroup
+#   server-ceiling stock llama-server --no-repack, no limit, warm
 # The other bench-* modes run llama-bench -p PROMPT -n TOKENS -r 1 --no-warmup;
 # bench-stock and bench-ceiling-cpu need a model written with mkmoe.py
 # --byte-vocab (their prompt is PROMPT letters, a byte a token). All print:
 # prompt t/s and the prompt's time (its first token, load excluded), decode
-# t/s; the plugin's stats (hits, bytes read, wait_ns, copy_ns, claims) are
-# printed below its row, with wait_ns / claims (every claim is timed, its
-# miss's read included; a release is not) times the claims a token, as a
-# share of a decoded token: an upper bound on what hits cost.
+# t/s; below a plugin row, its SMOE_STATS (plugin_stats.py): the counters,
+# and a hit's own cost (hit_ns / hit_claims: its prefetch, claim and
+# release, no read) times the experts a decoded token claims (top-k x MoE
+# layers), as a share of a decoded token's time.
 # --repeat R runs the whole list of modes R times, interleaved, and prints
 # the median and range of each mode's decode and prompt rates at the end.
 # The modes with a limit run in a memory cgroup (v1 or v2; needs root) limited to
 # the dense weights + SHARE% of the experts + OVERHEAD_MIB for llama.cpp's
 # own buffers.
+#
+# bench-plugin-decode prints Belady's bound (plugin_stats.py): `smoe sim`
+# on the routing the run demand-prefetched (recorded by the library,
+# SMOE_TRACE), at its ring, gives the optimum's misses; times the blob
+# size and divided by the disk's rate (`smoe read` of the vault, cold, at
+# the start of the run) that is the disk time the optimum still needs,
+# beside the plugin's miss_wait_ns.
 #
 # Options:
 #   --shape S       qwen3-30b-a3b (default; Q4_K experts) or gpt-oss-20b (MXFP4)
@@ -55,11 +70,15 @@
 #   --share P       experts' share of the memory limit, percent (default 25)
 #   --prompt N      prompt tokens (default 16); --tokens N generated (default 32)
 #   --threads N     CPU threads (default 2)
-#   --replay TRACE  measurement only: every mode routes by this recorded trace
-#                   (docs/trace-format.md; .gz is decompressed into DIR) instead
-#                   of by the random router; smoe bench then replays the same
+#   --replay TRACE  measurement only: smoe-llama's modes (--replay-trace) and
+#                   the plugin's (SMOE_REPLAY) route by this recorded trace
+#                   (docs/trace-format.md; .gz is decompressed into DIR, its
+#                   first MoE-layers layers kept) instead of by the random
+#                   router; stock programs cannot replay (their rows route by
+#                   the model's router); smoe bench then replays the same
 #                   tokens of it against the vault at the same ring size, for
-#                   its hit rate beside the integration's
+#                   its hit rate beside the integration's. Its layers must be
+#                   at least the model's, its top-k and experts the model's.
 #   --modes LIST    comma list of the modes above (default: stock-mmap,
 #                   stock-cpu-moe,smoe,smoe-map,ceiling)
 #   --overhead MIB  llama.cpp's own memory in the limit (default 384)
@@ -69,7 +88,7 @@
 # runs would otherwise compete with everything else for the cores.
 set -eu
 export OMP_WAIT_POLICY=passive
-[ $# -ge 2 ] || { sed -n '2,69p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,88p' "$0"; exit 2; }
 build=$(cd "$1" && pwd)
 dir=$2
 shift 2
@@ -119,17 +138,28 @@ slots=$(( (payload * share / 100 - stage) / slot ))
 pslots=$(( payload * share / 100 / slot ))   # the plugin's ring: no staging
 lbench=$build/bin/llama-bench
 lcompl=$build/bin/llama-completion
+lserver=$build/bin/llama-server
 ptext=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%c", i % 8 == 7 ? 32 : 97 + (i * 7) % 26 }')
 plugin=$build/integrations/llama.cpp/libggml-smoe.so
 case ,$modes, in *,smoe*) [ "$slots" -ge 1 ] || { echo "run.sh: no room for a ring beside the staging memory" >&2; exit 1; } ;; esac
 
 ptoks=$(awk -v n="$prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", (i * 7919 + 13) % 30000 }')
-rflag=
+topk=$(echo "$info" | sed -n 's/^top_k *\([0-9]*\)$/\1/p')
+experts=$(echo "$info" | sed -n 's/^experts *\([0-9]*\) per layer$/\1/p')
+rflag= penv=
 if [ -n "$replay" ]; then
-    case $replay in
-    *.gz) gzip -dc "$replay" > "$dir/replay.trace"; replay=$dir/replay.trace ;;
-    esac
+    # The trace's first $moe_layers layers, its header saying so: the
+    # plugin, smoe-llama and `smoe sim` then see the same routing.
+    rt=$dir/replay-$moe_layers.trace
+    case $replay in *.gz) rcat="gzip -dc" ;; *) rcat=cat ;; esac
+    $rcat "$replay" | awk -v L="$moe_layers" '/^#/ { sub(/ layers=[0-9]+/, " layers=" L); print; next } $2 < L' > "$rt"
+    set -- $($rcat "$replay" | sed -n 's/^#.* layers=\([0-9]*\).* experts=\([0-9]*\).* topk=\([0-9]*\).*/\1 \2 \3/p' | head -1) 0 0 0
+    [ "$1" -ge "$moe_layers" ] && [ "$2" = "$experts" ] && [ "$3" = "$topk" ] || {
+        echo "run.sh: --replay $replay: the trace's layers=$1 experts=$2 topk=$3 do not fit the" \
+            "model's $moe_layers MoE layers of $experts experts, top-$topk" >&2; exit 1; }
+    replay=$rt
     rflag="--replay-trace $replay"
+    penv="SMOE_REPLAY=$replay"
 fi
 
 cg_base=
@@ -161,8 +191,10 @@ bench_mode() {
     json=$dir/stats-$m.json
     rm -f "$json"
     case $m in
-    bench-plugin) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json" ;;
-    bench-plugin-full) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$entries SMOE_STATS=$json" ;;
+    bench-plugin|server-plugin) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json $penv" ;;
+    bench-plugin-decode) rm -f "$dir/rec-$m.trace"
+        env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$pslots SMOE_STATS=$json $penv SMOE_TRACE=$dir/rec-$m.trace" ;;
+    bench-plugin-full) env="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault SMOE_RING_SLOTS=$entries SMOE_STATS=$json $penv" ;;
     esac
     ot=
     [ -n "$env" ] && ot="-ot exps=SMOE"
@@ -175,17 +207,30 @@ bench_mode() {
     # read from the mapping, stock's plain kernels, as the plugin's. The
     # prompt is PROMPT letters (a --byte-vocab model: a byte is a token).
     cmd="$lbench -m $model -t $threads -p $prompt -n $tokens -r 1 --no-warmup -o jsonl"
-    case $m in bench-stock|bench-ceiling-cpu)
+    case $m in
+    bench-stock|bench-ceiling-cpu)
         cmd="$lcompl -m $model -t $threads -n $tokens --ignore-eos --no-repack --no-warmup -no-cnv" ;;
+    bench-plugin-decode)
+        cmd="$lbench -m $model -t $threads -p 0 -n $tokens -r 1 --no-warmup -o jsonl" ;;
+    server-*)
+        cmd="$lserver -m $model -t $threads -c $((prompt + tokens + 64)) -np 1 --no-repack --no-warmup" ;;
     esac
     drop
-    case $m in bench-ceiling*) cat "$model" > /dev/null ;; esac
+    case $m in bench-ceiling*|server-ceiling) cat "$model" > /dev/null ;; esac
     out=$dir/run-$m.out
     rc=0
-    lcompl_p=
-    case $cmd in "$lcompl"*) lcompl_p=1 ;; esac
+    lcompl_p= srv=
+    case $cmd in "$lcompl"*) lcompl_p=1 ;; "$lserver"*) srv=server ;; esac
     case $m in
-    bench-stock|bench-plugin)
+    server-stock|server-plugin)
+        cg=$(cgroup_make "$limit")
+        lim=$((limit / 1048576))
+        env $env /usr/bin/python3 "$here/server_bench.py" --cgroup "$cg" "$ptext" "$tokens" \
+            $cmd $ot > "$out" 2> "$out.err" < /dev/null || rc=$? ;;
+    server-*)
+        env $env /usr/bin/python3 "$here/server_bench.py" "$ptext" "$tokens" \
+            $cmd $ot > "$out" 2> "$out.err" < /dev/null || rc=$? ;;
+    bench-stock|bench-plugin|bench-plugin-decode)
         cg=$(cgroup_make "$limit")
         lim=$((limit / 1048576))
         sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
@@ -200,7 +245,10 @@ bench_mode() {
 import json, re, sys
 pp = tg = 0.0
 n = int(sys.argv[2])
-if sys.argv[3]:
+if sys.argv[3] == "server":
+    tg, pp, ms, _ = open(sys.argv[1]).read().split()
+    tg, pp = float(tg), float(pp)
+elif sys.argv[3]:
     for l in open(sys.argv[1] + ".err"):
         r = re.search(r"(prompt eval|\seval) time = *([0-9.]+) ms / *([0-9]+) (tokens|runs)", l)
         if r and r.group(1) == "prompt eval" and float(r.group(2)) > 0: pp = int(r.group(3)) / float(r.group(2)) * 1e3; n = int(r.group(3))
@@ -210,32 +258,32 @@ else:
         r = json.loads(l)
         if r["n_gen"] > 0: tg = r["avg_ts"]
         else: pp = r["avg_ts"]
-print("%.2f %.2f %.3f" % (tg, pp, n / pp if pp else 0))' "$out" "$prompt" "$lcompl_p")
+print("%.2f %.2f %.3f" % (tg, pp, n / pp if pp else 0))' "$out" "$prompt" "${lcompl_p:-$srv}")
     tps=$1 pps=$2 pt=$3
     hr=-
     [ -f "$json" ] && hr=$(/usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["hit_rate"])' "$json")
     printf '%-17s %9s %9s %9s %11s %10s %8s\n' "$m" "$lim" "$pps" "$pt" "$tps" "$peak" "$hr"
     echo "$m $tps $pps" >> "$results"
-    [ -f "$json" ] && /usr/bin/python3 -c '
-import json, sys
-s = json.load(open(sys.argv[1])); n = int(sys.argv[2]) + int(sys.argv[3]); tps = float(sys.argv[4])
-print("    hits %d joins %d misses %d claims %d bytes_read %d wait_ns %d copy_ns %d graphs %d" % (
-    s["hits"], s["joins"], s["misses"], s["claims"], s["bytes_read"], s["wait_ns"], s["copy_ns"], s["graphs"]))
-c = s["claims"]
-if c and tps > 0:
-    per = s["wait_ns"] / c
-    tok = 1e9 / tps
-    k = c / n
-    print("    wait_ns / claims %.1f us (every claim timed, the reads of misses included: an upper bound on a hit); x %.0f claims a token (prompt and decode averaged) = %.1f us, %.2f%% of a decoded token" % (per / 1e3, k, per * k / 1e3, per * k / tok * 100))' "$json" "$prompt" "$tokens" "$tps"
+    bel=
+    [ "$m" = bench-plugin-decode ] &&
+        bel="--belady $smoe $dir/rec-$m.trace $pslots $((payload / entries)) $disk_gbps"
+    [ -f "$json" ] && /usr/bin/python3 "$here/plugin_stats.py" "$json" "$m" "$prompt" "$tokens" \
+        "$tps" "$topk" "$moe_layers" $bel
     true
 }
 
+# The disk's rate for the vault, cold, through the library (Belady's bound).
+drop
+disk=$("$smoe" read "$vault" 2>&1 | tail -n 2)
+disk_gbps=$(echo "$disk" | sed -n 's/.* \([0-9.]*\) GB\/s.*/\1/p' | head -1)
+log "disk: the vault streamed once through the library, cold"
+echo "$disk" | sed 's/^/    /'
 printf '%-17s %9s %9s %9s %11s %10s %8s\n' bench-mode limit_MiB pp_t/s prompt_s decode_t/s peak_MiB hit_rate
 for round in $(seq "$repeat"); do
 log "round $round of $repeat; load $(cut -d' ' -f1-3 /proc/loadavg)"
 stock_tps=
 for mode in $(echo "$modes" | tr ',' ' '); do
-    case $mode in bench-*) bench_mode "$mode"; continue ;; esac
+    case $mode in bench-*|server-*) bench_mode "$mode"; continue ;; esac
     case $mode in
     stock-mmap) args="--resident" ;;
     stock-cpu-moe) args="--resident --cpu-moe" ;;
@@ -330,6 +378,3 @@ if [ -n "$replay" ] && echo "$modes" | grep -q smoe; then
     "$smoe" bench --vault "$vault" --trace "$replay" --mode smoe,mmap --tokens "$n" \
         --memory $((slots * slot)) --no-progress 2>&1 | sed 's/^/    /'
 fi
-log "disk: the vault streamed once through the library"
-drop
-"$smoe" read "$vault" 2>&1 | tail -n 2 | sed 's/^/    /'

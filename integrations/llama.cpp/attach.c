@@ -35,6 +35,13 @@ static int open_fail(int code, const char *fmt, ...)
 }
 
 /* Dense bytes (everything but the expert tensors) and top-k of a GGUF. */
+int sl_replay_open(smoe_llama *h, const char *path)
+{
+    char err[sizeof h->err];
+    int r = sl_replay_read(path, &h->replay, err, sizeof err);
+    return r < 0 ? sl_fail(h, r, "%s", err) : 0;
+}
+
 static int gguf_survey(const char *path, uint64_t *dense, uint32_t *top_k)
 {
     struct gguf_init_params gp = {true, NULL};

@@ -10,6 +10,7 @@
 #include "expert_name.h"
 #include "ggml-backend-impl.h"
 #include "llama.h"
+#include "replay.h"
 #include "smoe_llama.h"
 
 
@@ -32,7 +33,6 @@ typedef struct sl_layer {
     sl_tensor *t[SL_KINDS];   /* NULL where the layer has no such tensor */
 } sl_layer;
 
-typedef struct sl_replay sl_replay;
 
 /* The router lookahead (lookahead.c). */
 #define SL_LOOK_NORMS 2   /* norm weights that can feed a router: ffn_norm, post_attention_norm */
@@ -148,12 +148,7 @@ void sl_look_demand(smoe_llama *h, uint32_t e);
 void sl_look_end(smoe_llama *h);
 void sl_look_hint(smoe_llama *h, struct ggml_tensor *topk, uint32_t l);
 
-/* replay.c */
+/* attach.c: read the replay trace into h->replay (replay.h). */
 int sl_replay_open(smoe_llama *h, const char *path);
-void sl_replay_free(sl_replay *r);
-/* Write the trace's experts for (token, layer) into ids[0..k). 0, or -1
- * when the trace has no such layer. */
-int sl_replay_get(const sl_replay *r, uint64_t token, uint32_t layer, int32_t *ids,
-                  uint32_t k);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * replay.c - routing replay, for measurement only: the eval callback
- * overwrites the router's choice with a recorded trace's, so that a model
+ * replay.c - routing replay, for measurement only: smoe-llama's eval
+ * callback (stage.c) and libggml-smoe's SMOE_REPLAY (plugin/plugin_replay.c)
+ * overwrite the router's choice with a recorded trace's, so that a model
  * with random weights routes like a real one (bench/llama). The trace is
  * read whole at open (docs/trace-format.md, uncompressed); each distinct
  * token of it is one replay token, and replay token t uses trace token
@@ -11,11 +12,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include <smoe/smoe.h>
+
+#include "replay.h"
 
 struct sl_replay {
     uint32_t layers, k;
@@ -40,16 +44,58 @@ static int header_u32(const char *line, const char *key, uint32_t *v)
     return 1;
 }
 
-int sl_replay_open(smoe_llama *h, const char *path)
+static int fail(char *err, size_t elen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t elen, int code, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, elen, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* A new token, its layers' experts those of the previous one until its
+ * records say otherwise. 0, or -1 out of memory. */
+static int add_token(sl_replay *r, uint64_t *cap)
+{
+    if (r->tokens == *cap) {
+        uint64_t c = *cap ? 2 * *cap : 4096;
+        int32_t *n = realloc(r->ids, sizeof *n * c * r->layers * r->k);
+        if (!n)
+            return -1;
+        r->ids = n;
+        *cap = c;
+    }
+    int32_t *row = &r->ids[r->tokens * r->layers * r->k];
+    if (r->tokens)
+        memcpy(row, row - r->layers * r->k, sizeof *row * r->layers * r->k);
+    else
+        for (uint32_t i = 0; i < r->layers * r->k; i++)
+            row[i] = (int32_t)(i % r->k);
+    r->tokens++;
+    return 0;
+}
+
+int sl_replay_read(const char *path, sl_replay **out, char *err, size_t elen)
+{
+    *out = NULL;
     FILE *f = fopen(path, "r");
     if (!f)
-        return sl_fail(h, SMOE_ESYS, "replay trace %s: %s", path, strerror(errno));
+        return fail(err, elen, SMOE_ESYS, "replay trace %s: %s", path, strerror(errno));
     sl_replay *r = calloc(1, sizeof *r);
     if (!r) {
         fclose(f);
-        return sl_fail(h, SMOE_ENOMEM, "out of memory");
+        return fail(err, elen, SMOE_ENOMEM, "out of memory");
     }
+    int c0 = getc(f), c1 = getc(f);
+    if (c0 == 0x1f && c1 == 0x8b) {
+        fclose(f);
+        free(r);
+        return fail(err, elen, SMOE_EFORMAT, "replay trace %s: gzip-compressed; decompress it "
+                    "first (gzip -dc)", path);
+    }
+    rewind(f);
     char line[4096];
     uint64_t lineno = 0, cap = 0, prev_tok = UINT64_MAX;
     uint32_t prev_layer = 0;
@@ -66,35 +112,21 @@ int sl_replay_open(smoe_llama *h, const char *path)
         if (*p == '\n' || *p == '\r' || !*p)
             continue;
         if (!r->layers || !r->k || r->k > 64) {
-            rc = sl_fail(h, SMOE_EFORMAT, "replay trace %s:%" PRIu64 ": a record before the "
-                         "header's layers= and topk= (1..64)", path, lineno);
+            rc = fail(err, elen, SMOE_EFORMAT, "replay trace %s:%" PRIu64 ": a record before "
+                      "the header's layers= and topk= (1..64)", path, lineno);
             break;
         }
         char *end;
         uint64_t tok = strtoull(p, &end, 10);
         uint32_t layer = (uint32_t)strtoul(end, &end, 10);
         if (layer >= r->layers) {
-            rc = sl_fail(h, SMOE_EFORMAT, "replay trace %s:%" PRIu64 ": layer %" PRIu32
-                         " is not below layers=%" PRIu32, path, lineno, layer, r->layers);
+            rc = fail(err, elen, SMOE_EFORMAT, "replay trace %s:%" PRIu64 ": layer %" PRIu32
+                      " is not below layers=%" PRIu32, path, lineno, layer, r->layers);
             break;
         }
-        if (tok != prev_tok || layer <= prev_layer || r->tokens == 0) {
-            if (r->tokens == cap) {
-                cap = cap ? 2 * cap : 4096;
-                int32_t *n = realloc(r->ids, sizeof *n * cap * r->layers * r->k);
-                if (!n) {
-                    rc = sl_fail(h, SMOE_ENOMEM, "out of memory");
-                    break;
-                }
-                r->ids = n;
-            }
-            int32_t *row = &r->ids[r->tokens * r->layers * r->k];
-            if (r->tokens)
-                memcpy(row, row - r->layers * r->k, sizeof *row * r->layers * r->k);
-            else
-                for (uint32_t i = 0; i < r->layers * r->k; i++)
-                    row[i] = (int32_t)(i % r->k);
-            r->tokens++;
+        if ((tok != prev_tok || layer <= prev_layer || r->tokens == 0) && add_token(r, &cap) < 0) {
+            rc = fail(err, elen, SMOE_ENOMEM, "out of memory");
+            break;
         }
         prev_tok = tok;
         prev_layer = layer;
@@ -102,8 +134,8 @@ int sl_replay_open(smoe_llama *h, const char *path)
         for (uint32_t i = 0; i < r->k; i++) {
             long e = strtol(end, &p, 10);
             if (p == end || e < 0) {
-                rc = sl_fail(h, SMOE_EFORMAT, "replay trace %s:%" PRIu64 ": expected %" PRIu32
-                             " experts", path, lineno, r->k);
+                rc = fail(err, elen, SMOE_EFORMAT, "replay trace %s:%" PRIu64 ": expected %"
+                          PRIu32 " experts", path, lineno, r->k);
                 break;
             }
             dst[i] = (int32_t)e;
@@ -112,12 +144,12 @@ int sl_replay_open(smoe_llama *h, const char *path)
     }
     fclose(f);
     if (rc == 0 && !r->tokens)
-        rc = sl_fail(h, SMOE_EFORMAT, "replay trace %s: no records", path);
+        rc = fail(err, elen, SMOE_EFORMAT, "replay trace %s: no records", path);
     if (rc < 0) {
         sl_replay_free(r);
         return rc;
     }
-    h->replay = r;
+    *out = r;
     return 0;
 }
 
@@ -127,4 +159,11 @@ int sl_replay_get(const sl_replay *r, uint64_t token, uint32_t layer, int32_t *i
         return -1;
     memcpy(ids, &r->ids[((token % r->tokens) * r->layers + layer) * r->k], sizeof *ids * k);
     return 0;
+}
+
+void sl_replay_shape(const sl_replay *r, uint32_t *layers, uint32_t *k, uint64_t *tokens)
+{
+    *layers = r->layers;
+    *k = r->k;
+    *tokens = r->tokens;
 }

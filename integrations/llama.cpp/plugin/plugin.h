@@ -42,6 +42,7 @@ typedef struct sp_conf {
     uint32_t verify;     /* SMOE_VERIFY: SMOE_VERIFY_* */
     int lookahead;       /* SMOE_LOOKAHEAD */
     const char *stats;   /* SMOE_STATS: JSON file written at exit */
+    const char *replay;  /* SMOE_REPLAY: a routing trace (measurement only) */
 } sp_conf;
 
 typedef struct sp_state {
@@ -70,6 +71,10 @@ typedef struct sp_state {
     size_t scratch_cap;
     uint64_t wait_ns, groups, expert_nodes, graphs;
     uint64_t offset_passes; /* passes of a group over experts at one offset (index vaults) */
+    /* What hits cost: the demand prefetch, claim and release of experts
+     * the prefetch found resident (SMOE_RESIDENT), and their count. */
+    uint64_t hit_ns, hit_claims;
+    uint64_t miss_wait_ns; /* claims of the other experts: waiting for their reads */
 } sp_state;
 
 extern sp_state sp_g;
@@ -104,5 +109,17 @@ struct sp_backend;
 enum ggml_status sp_graph_compute(ggml_backend_t cpu, struct ggml_cgraph *g);
 bool sp_supports_op(const struct ggml_tensor *op);
 void sp_release_all(void);
+
+/* plugin_replay.c: SMOE_REPLAY, the routing replayed from a trace
+ * (measurement only: outputs differ from the model's). */
+/* Read the trace: 0, or -1 with sp_g.err set. */
+int sp_replay_init(const char *path);
+int sp_replay_on(void);
+/* Overwrite the routing ids of a node of layer with the trace's, once per
+ * graph part and layer: 0, or -1 (logged). No-op without SMOE_REPLAY. */
+int sp_replay_node(struct ggml_tensor *ids, uint32_t layer);
+/* Replay tokens the first MoE layer has taken. */
+uint64_t sp_replay_tokens(void);
+void sp_replay_free(void);
 
 #endif

@@ -87,13 +87,24 @@ bool sp_supports_op(const struct ggml_tensor *op)
     return is_expert_node(op) || is_expert_glu(op);
 }
 
+/* mark bits: 1 held, 2 in the current group, 4 counted (group_end), 8
+ * demand-prefetched, 16 resident at that prefetch (a hit: its prefetch,
+ * claim and release are timed into hit_ns). */
+#define MARK_HIT 16
+
+static void release_one(uint32_t e)
+{
+    uint64_t t0 = (sp_g.mark[e] & MARK_HIT) ? sp_now_ns() : 0;
+    smoe_release(sp_g.s, &sp_g.held[e]);
+    if (t0)
+        sp_g.hit_ns += sp_now_ns() - t0;
+    sp_g.mark[e] = 0;
+}
+
 void sp_release_all(void)
 {
-    for (uint32_t i = 0; i < sp_g.n_held; i++) {
-        uint32_t e = sp_g.hlist[i];
-        smoe_release(sp_g.s, &sp_g.held[e]);
-        sp_g.mark[e] = 0;
-    }
+    for (uint32_t i = 0; i < sp_g.n_held; i++)
+        release_one(sp_g.hlist[i]);
     sp_g.n_held = 0;
 }
 
@@ -104,10 +115,8 @@ static void release_unmarked(void)
         uint32_t e = sp_g.hlist[i];
         if (sp_g.mark[e] & 2)
             sp_g.hlist[n++] = e;
-        else {
-            smoe_release(sp_g.s, &sp_g.held[e]);
-            sp_g.mark[e] = 0;
-        }
+        else
+            release_one(e);
     }
     sp_g.n_held = n;
 }
@@ -168,7 +177,14 @@ static int claim_one(uint32_t layer, uint32_t e)
         struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
-    sp_g.wait_ns += sp_now_ns() - t0;
+    uint64_t dt = sp_now_ns() - t0;
+    sp_g.wait_ns += dt;
+    if (sp_g.mark[e] & MARK_HIT) {
+        sp_g.hit_ns += dt;
+        sp_g.hit_claims++;
+    } else {
+        sp_g.miss_wait_ns += dt;
+    }
     if (r < 0)
         return node_fail("reading expert %" PRIu32 " of layer %" PRIu32 " from the vault "
                          "failed: %s (%s)", e, layer, smoe_strerror(r), smoe_last_error());
@@ -196,6 +212,20 @@ static void drain(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_
         }
 }
 
+/* Demand-prefetch expert e of layer; a hit (resident) is marked and timed. */
+static void prefetch_one(uint32_t layer, uint32_t e)
+{
+    uint64_t t0 = sp_now_ns();
+    int r = smoe_prefetch(sp_g.s, layer, e, SMOE_PREFETCH_DEMAND);
+    sp_g.mark[e] &= (uint8_t)~MARK_HIT;
+    if (r >= 0)
+        sp_g.mark[e] |= 8;
+    if (r == SMOE_RESIDENT) {
+        sp_g.mark[e] |= MARK_HIT;
+        sp_g.hit_ns += sp_now_ns() - t0;
+    }
+}
+
 /* Claim the group's experts (marked 2) of tokens [t0, t1): prefetch all
  * first so that their reads run at once, then claim each. */
 static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_t layer)
@@ -210,9 +240,8 @@ static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, ui
                     continue;
                 if (pass == 1)
                     r = claim_one(layer, e);
-                else if (!(sp_g.mark[e] & 8) &&
-                         smoe_prefetch(sp_g.s, layer, e, SMOE_PREFETCH_DEMAND) >= 0)
-                    sp_g.mark[e] |= 8;
+                else if (!(sp_g.mark[e] & 8))
+                    prefetch_one(layer, e);
             }
     if (r < 0)
         drain(ids, t0, t1, layer);
@@ -380,6 +409,8 @@ static int compute_expert_node(ggml_backend_t cpu, struct ggml_tensor *op)
     if (sp_g.n_held && sp_g.held_layer != w->layer)
         sp_release_all();
     sp_g.held_layer = w->layer;
+    if (sp_replay_node(op->src[2], w->layer) < 0)
+        return -1;
     size_t need = (size_t)(ids->ne[0] * ids->ne[1]);
     if (need > sp_g.ids_cap) {
         int32_t *n = realloc(sp_g.ids, need * sizeof *n);
@@ -400,7 +431,7 @@ static int compute_expert_node(ggml_backend_t cpu, struct ggml_tensor *op)
         if (r == 0)
             r = compute_group(cpu, op, w, t0, t1);
         for (uint32_t i = 0; i < sp_g.n_expert; i++)
-            sp_g.mark[i] &= 1;
+            sp_g.mark[i] &= 1 | MARK_HIT;
         if (r < 0)
             return r;
         sp_g.groups++;

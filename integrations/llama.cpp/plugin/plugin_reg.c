@@ -71,6 +71,9 @@ static void read_conf(void)
     if (c->lookahead && c->vault)
         fprintf(stderr, "smoe: SMOE_LOOKAHEAD is not run by libggml-smoe yet (smoe-llama "
                 "--lookahead runs it): experts are read on demand only\n");
+    c->replay = getenv("SMOE_REPLAY");
+    if (c->replay && *c->replay && c->vault && !sp_g.failed && sp_replay_init(c->replay) < 0)
+        sp_g.failed = 1;
     if (sp_g.failed)
         sp_log_error("%s", sp_g.err);
     if (c->vault)
@@ -236,12 +239,13 @@ static const struct ggml_backend_device_i dev_iface = {
 static void close_at_exit(void)
 {
     sp_idle_stop();
-    if (!sp_g.s)
-        return;
-    sp_release_all();
-    sp_write_stats();
-    smoe_close(sp_g.s);
-    sp_g.s = NULL;
+    if (sp_g.s) {
+        sp_release_all();
+        sp_write_stats();
+        smoe_close(sp_g.s);
+        sp_g.s = NULL;
+    }
+    sp_replay_free();
 }
 
 /* ---- registry ---- */

@@ -152,11 +152,13 @@ void sp_write_stats(void)
             ", \"graphs\": %" PRIu64 ", \"offset_passes\": %" PRIu64
             ", \"freq_status\": %" PRIu64 ", \"prewarm_slots\": %" PRIu64
             ", \"prewarm_passes\": %" PRIu64 ", \"prewarm_reads\": %" PRIu64
-            ", \"prewarm_hits\": %" PRIu64 "}\n",
+            ", \"prewarm_hits\": %" PRIu64 ", \"hit_claims\": %" PRIu64
+            ", \"hit_ns\": %" PRIu64 ", \"miss_wait_ns\": %" PRIu64 ", \"replay_tokens\": %" PRIu64 "}\n",
             sp_g.conf.vault, st.slots, st.slot_bytes, st.hits, st.joins, st.misses,
             demand ? (double)st.hits / (double)demand : 0.0, st.claims, st.bytes_read,
             st.reads_failed, sp_g.wait_ns, sp_g.expert_nodes, sp_g.groups, sp_g.graphs,
             sp_g.offset_passes, st.freq_status, st.prewarm_slots, st.prewarm_passes,
-            st.prewarm_reads, st.prewarm_hits);
+            st.prewarm_reads, st.prewarm_hits, sp_g.hit_claims, sp_g.hit_ns, sp_g.miss_wait_ns,
+            sp_replay_tokens());
     fclose(f);
 }
