@@ -25,7 +25,7 @@
 
 #define CLAIM_TIMEOUT_NS 120000000000ull
 
-static int node_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int node_fail(const char *fmt, ...) SP_PRINTF(1, 2);
 static int node_fail(const char *fmt, ...)
 {
     char msg[768];
