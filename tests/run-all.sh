@@ -51,9 +51,9 @@ cd "$(dirname "$0")/.."
 # python3-torch, python3-pytest, python3-venv, python3-wheel: the Python
 # binding's tests (ctest -L python; wheel: pip's offline build from
 # pyproject.toml); ccache, git: building llama.cpp and writing its GGUF
-# fixtures (stage 6); gcc-mingw-w64-x86-64, wine64, wine, dpkg-dev: the
-# Windows cross build, its tests under Wine, and its libraries from Debian's
-# source packages (stage 7).
+# fixtures (stage 6); gcc-mingw-w64-x86-64, g++-mingw-w64-x86-64-posix, wine64,
+# wine, dpkg-dev: the Windows cross build (C++: llama.cpp's part), its tests
+# under Wine, and its libraries from Debian's source packages (stage 7).
 # The verdict, the last line of every run: the stages that passed with
 # their times, or the stage that failed (or the package install, before
 # any stage).
@@ -87,7 +87,7 @@ trap verdict EXIT
 npm_pkg=
 command -v npm > /dev/null 2>&1 || npm_pkg=npm
 smoe_install_deps abigail-tools file llvm lld spin clang libclang-rt-dev ccache git \
-    gcc-mingw-w64-x86-64 wine64 wine dpkg-dev \
+    gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64-posix wine64 wine dpkg-dev \
     python3-numpy python3-torch python3-pytest python3-venv python3-wheel $npm_pkg
 jobs=$(nproc 2>/dev/null || echo 2)
 stages=${SMOE_CI_STAGES:-"1 2 3 4 5 6 7"}
@@ -201,5 +201,12 @@ if want 7; then
     begin 7 windows "Windows cross build, the suite under Wine"
     SMOE_REQUIRE_WINDOWS=1 smoe_step "Windows cross build and tests under Wine" \
         tests/windows/build.sh build/windows
+    # ggml-smoe.dll and llama-completion.exe against the tested llama.cpp
+    # (the tree stage 6 fetched; fetched here when stage 6 did not run),
+    # built in ~/.cache/smoe-windows/llama-build through ccache.
+    llama_dir=${SMOE_LLAMA_CPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/smoe-llama/llama.cpp}
+    integrations/llama.cpp/fetch-llama.sh "$llama_dir"
+    SMOE_REQUIRE_WINDOWS=1 SMOE_LLAMA_CPP_DIR="$llama_dir" smoe_step \
+        "llama.cpp for Windows: ggml-smoe.dll under Wine" tests/windows/llama.sh build/windows
     end
 fi

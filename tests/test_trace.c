@@ -236,6 +236,7 @@ static void test_long_line_and_empty(void **state)
     assert_int_equal(tool_trace_load(&t, p, err, sizeof err), -1);
     assert_non_null(strstr(err, ":2: line longer than"));
     free(text);
+    unlink(p); /* before write_file's buffer holds the next name */
 
     p = write_file("empty.trace", "# nothing but comments\n\n", 0);
     assert_int_equal(tool_trace_load(&t, p, err, sizeof err), -1);

@@ -458,6 +458,16 @@ static int run_prog(const char *dir, unsigned secs, const char *prog,
     for (; *args && n < 63; args++)
         argv[n++] = *args;
     argv[n] = NULL;
+#if defined(_WIN32)
+    int rc = shim_spawn(argv, po, pe, secs);
+    free(*out);
+    free(*err);
+    *out = slurp(po);
+    *err = slurp(pe);
+    free(po);
+    free(pe);
+    return rc;
+#else
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -480,6 +490,7 @@ static int run_prog(const char *dir, unsigned secs, const char *prog,
     free(po);
     free(pe);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#endif
 }
 
 int tu_run(const char *dir, const char *prog, const char *const *args, char **out,

@@ -5,15 +5,21 @@
 #  - cmocka, json-c and zlib for the target from Debian's source packages
 #    (tests/windows/deps.sh), cached in ~/.cache/smoe-windows;
 #  - `file`: a PE32+ DLL smoe_stream-<ABI major>.dll, its import library
-#    libsmoe_stream.dll.a, the static library, the test programs;
+#    libsmoe_stream.dll.a, the static library, the smoe tool (smoe.exe), the
+#    test programs;
 #  - the DLL's export table: exactly the functions of src/smoe_stream.map
 #    (ctest abi_exports_dll, tests/windows/check_exports.sh);
 #  - the DLL imports Windows' own DLLs only (the GCC runtime and
 #    winpthreads linked in), and the calls the platform layer is built on
 #    (ReadFile, WaitOnAddress, MoveFileExW, VirtualAlloc, ...);
+#  - the installed package: smoe_stream.pc for the target, a program built
+#    from it against the DLL and against the static library;
+#  - smoe.exe under Wine on the trained fixture (tests/fixtures/trained):
+#    pack, index, inspect, verify, trace-gen and bench;
 #  - every test program under wine (a prefix kept in the cache: its first
-#    start takes 10 to 30 s), with ctest; what a test cannot check under
-#    Windows it reports as skipped (docs/portability.md lists them).
+#    start takes 10 to 30 s), with ctest, the tool's tests included; what a
+#    test cannot check under Windows it reports as skipped
+#    (docs/portability.md lists them).
 # Wine runs the programs on the Linux file system beneath it: no figure of
 # speed comes from here.
 #
@@ -72,7 +78,8 @@ echo "== configure and build in $b"
 PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig PKG_CONFIG_PATH= \
     cmake -S "$src" -B "$b" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/mingw-w64.cmake" \
     -DCMAKE_FIND_ROOT_PATH="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSMOE_WERROR=ON \
-    -DSMOE_BUILD_TESTS=ON -DSMOE_BUILD_TOOL=OFF -DSMOE_BUILD_EXAMPLES=OFF \
+    -DSMOE_BUILD_TESTS=ON -DSMOE_BUILD_TOOL=ON -DSMOE_BUILD_EXAMPLES=OFF \
+    -DCMAKE_INSTALL_PREFIX="$b/install" \
     > "$b.configure.log" 2>&1 || { tail -n 30 "$b.configure.log"; fail "configure"; }
 cmake --build "$b" -j"$jobs" > "$b.build.log" 2>&1 ||
     { grep -E "error|warning" "$b.build.log" | head -n 40; fail "build"; }
@@ -83,9 +90,16 @@ dll=$b/src/smoe_stream-$abi_major.dll
 check "file: $(file -b "$dll" | cut -c1-60)" has "$(file -b "$dll")" "PE32+ executable (DLL).*x86-64"
 check "import library src/libsmoe_stream.dll.a" test -f "$b/src/libsmoe_stream.dll.a"
 check "static library src/libsmoe_stream.a" test -f "$b/src/libsmoe_stream.a"
-dlls=$($triple-objdump -p "$dll" | sed -n 's/^[[:space:]]*DLL Name: //p' | tr 'A-Z' 'a-z' | sort)
-check "imports Windows' DLLs only: $(echo $dlls)" sh -c \
-    "! printf '%s\n' '$dlls' | grep -v -E '^(kernel32|advapi32|msvcrt|api-ms-win-core-synch-l1-2-0)\.dll$'"
+exe=$b/tools/smoe/smoe.exe
+check "file: tools/smoe/smoe.exe: $(file -b "$exe" | cut -c1-40)" has "$(file -b "$exe")" \
+    "PE32+ executable (console) x86-64"
+windows_dlls_only() { # file
+    dlls=$($triple-objdump -p "$1" | sed -n 's/^[[:space:]]*DLL Name: //p' | tr 'A-Z' 'a-z' | sort)
+    check "$(basename "$1") imports Windows' DLLs only: $(echo $dlls)" sh -c \
+        "! printf '%s\n' '$dlls' | grep -v -E '^(kernel32|advapi32|msvcrt|api-ms-win-core-synch-l1-2-0)\.dll$'"
+}
+windows_dlls_only "$dll"
+windows_dlls_only "$exe"
 imports=$($triple-objdump -p "$dll" | awk '/DLL Name:/ { in_dll = 1 } in_dll && NF >= 3 { print $NF }')
 for f in CreateFileW ReadFile WriteFile MoveFileExW FlushFileBuffers VirtualAlloc \
     WaitOnAddress WakeByAddressSingle GlobalMemoryStatusEx QueryInformationJobObject \
@@ -100,6 +114,50 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
     wineboot -i > "$cache/wineboot.log" 2>&1 || { tail -n 5 "$cache/wineboot.log"; fail "wineboot"; }
 fi
 WINEPATH=$(winepath -w "$b/src" 2>/dev/null) && export WINEPATH
+
+# ---- the installed package: pkg-config for the target -------------------------
+echo "== the installed package (cmake --install, smoe_stream.pc)"
+rm -rf "$b/install"
+cmake --install "$b" > "$b.install.log" 2>&1 || { tail -n 5 "$b.install.log"; fail "install"; }
+pc() { PKG_CONFIG_LIBDIR=$b/install/lib/pkgconfig PKG_CONFIG_PATH= pkg-config "$@" smoe_stream; }
+check "smoe_stream.pc: $(pc --libs --static 2>&1)" has "$(pc --libs --static 2>&1)" "-lsynchronization"
+fixture=$b/fixture
+rm -rf "$fixture"
+mkdir -p "$fixture"
+"$WINE" "$exe" gen --out "$fixture/gen.smoe" --layers 2 --experts 4 --blob-bytes 65536 \
+    > "$fixture/gen.log" 2>&1 || { cat "$fixture/gen.log"; fail "smoe.exe gen"; }
+for link in shared static; do
+    if [ "$link" = static ]; then
+        flags="-static $(pc --cflags --libs --static)" || fail "pkg-config --static"
+    else
+        flags=$(pc --cflags --libs) || fail "pkg-config"
+    fi
+    check "quickstart.c built from smoe_stream.pc ($link) runs under Wine" sh -c \
+        "$triple-gcc-posix -o '$fixture/quickstart-$link.exe' '$src/examples/quickstart.c' $flags &&
+         '$WINE' '$fixture/quickstart-$link.exe' '$fixture/gen.smoe' > '$fixture/quickstart-$link.log' 2>&1"
+done
+# The shared one found the DLL through WINEPATH; the static one needs none.
+check "the static quickstart imports no smoe_stream DLL" sh -c \
+    "! $triple-objdump -p '$fixture/quickstart-static.exe' | grep -q 'DLL Name: smoe_stream'"
+
+# ---- the smoe tool on the trained fixture --------------------------------------
+echo "== smoe.exe under Wine on tests/fixtures/trained"
+tool() { "$WINE" "$exe" "$@" > "$fixture/tool.log" 2>&1 || { cat "$fixture/tool.log"; return 1; }; }
+tr=$src/tests/fixtures/trained
+check "smoe pack model.safetensors" tool pack --quiet --out "$fixture/st.smoe" "$tr/model.safetensors"
+check "smoe pack model-q8_0.gguf" tool pack --quiet --out "$fixture/q8.smoe" "$tr/model-q8_0.gguf"
+check "smoe index model.safetensors" tool index --quiet --out "$fixture/ix.smoe" "$tr/model.safetensors"
+for v in st q8 ix; do
+    check "smoe verify $v.smoe" tool verify "$fixture/$v.smoe"
+    check "smoe inspect --json $v.smoe" tool inspect --json "$fixture/$v.smoe"
+done
+check "smoe trace-gen" tool trace-gen -o "$fixture/t.trace" --layers 6 --experts 16 --top-k 4 \
+    --tokens 32
+check "smoe bench --mode all (packed and index vaults)" sh -c \
+    "'$WINE' '$exe' bench --vault '$fixture/st.smoe' --trace '$fixture/t.trace' --mode all \
+        --memory 1M --workers 2 --no-progress > '$fixture/bench.log' 2>&1 &&
+     '$WINE' '$exe' bench --vault '$fixture/ix.smoe' --trace '$fixture/t.trace' --mode all \
+        --memory 1M --workers 2 --no-progress >> '$fixture/bench.log' 2>&1"
 echo "== tests under $("$WINE" --version 2>/dev/null || echo wine)"
 # spin and the source-reading layout checks: stage 1 runs them. The call
 # cycle check reads the Windows objects, with the *_win32.c files.

@@ -8,6 +8,7 @@
 #include <windows.h>
 #include <tlhelp32.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
@@ -21,6 +22,8 @@
 #undef rename
 #undef usleep
 #undef nanosleep
+#undef system
+#undef popen
 #include <time.h>
 
 struct shim_dir {
@@ -180,6 +183,64 @@ int waitpid(int pid, int *status, int options)
     return -1;
 }
 
+FILE *shim_popen(const char *cmd, const char *mode)
+{
+    (void)cmd, (void)mode;
+    skip_because("popen (a POSIX shell command)");
+    return NULL;
+}
+
+int symlink(const char *target, const char *path)
+{
+    (void)target, (void)path;
+    skip_because("symlink");
+    return -1;
+}
+
+static FILETIME filetime_of(const struct timespec *t)
+{
+    /* 100 ns units since 1601 */
+    uint64_t v = ((uint64_t)t->tv_sec + 11644473600ull) * 10000000ull + (uint64_t)t->tv_nsec / 100;
+    FILETIME f = {(DWORD)v, (DWORD)(v >> 32)};
+    return f;
+}
+
+int utimensat(int dirfd, const char *path, const struct timespec times[2], int flags)
+{
+    if (dirfd != AT_FDCWD || flags || !times) {
+        errno = EINVAL;
+        return -1;
+    }
+    HANDLE h = CreateFileA(path, FILE_WRITE_ATTRIBUTES, FILE_SHARE_READ | FILE_SHARE_WRITE |
+                           FILE_SHARE_DELETE, NULL, OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, NULL);
+    if (h == INVALID_HANDLE_VALUE) {
+        errno = ENOENT;
+        return -1;
+    }
+    FILETIME a = filetime_of(&times[0]), m = filetime_of(&times[1]);
+    BOOL ok = SetFileTime(h, NULL, &a, &m);
+    CloseHandle(h);
+    if (!ok) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int getrlimit(int resource, struct rlimit *r)
+{
+    (void)resource, (void)r;
+    skip_because("getrlimit");
+    return -1;
+}
+
+int setrlimit(int resource, const struct rlimit *r)
+{
+    (void)resource, (void)r;
+    skip_because("setrlimit");
+    return -1;
+}
+
 unsigned alarm(unsigned secs)
 {
     (void)secs;
@@ -203,9 +264,14 @@ unsigned geteuid(void)
     return 1000; /* not root: permission checks apply */
 }
 
+/* Components separated by '/', as the tests split them ("Z:/tmp/x"). */
 char *realpath(const char *path, char *resolved)
 {
-    return _fullpath(resolved, path, resolved ? MAX_PATH : 0);
+    char *r = _fullpath(resolved, path, resolved ? MAX_PATH : 0);
+    for (char *c = r; c && *c; c++)
+        if (*c == '\\')
+            *c = '/';
+    return r;
 }
 
 char *strndup(const char *s, size_t n)
@@ -325,4 +391,97 @@ int mincore(void *addr, size_t len, unsigned char *vec)
 __attribute__((constructor)) static void binary_mode(void)
 {
     _fmode = _O_BINARY;
+}
+
+/* One argument quoted for the command line as Windows' C runtime splits it:
+ * backslashes are literal except before a quote, where they are doubled. */
+static size_t quote_arg(char *to, const char *a)
+{
+    size_t n = 0;
+    if (to)
+        to[n] = '"';
+    n++;
+    for (const char *c = a;; c++) {
+        size_t bs = 0;
+        while (*c == '\\')
+            c++, bs++;
+        size_t reps = !*c || *c == '"' ? bs * 2 + (*c == '"') : bs;
+        for (size_t i = 0; i < reps; i++, n++)
+            if (to)
+                to[n] = '\\';
+        if (!*c)
+            break;
+        if (to)
+            to[n] = *c;
+        n++;
+    }
+    if (to)
+        to[n] = '"';
+    return n + 1;
+}
+
+static char *command_line(const char *const *argv)
+{
+    size_t len = 1;
+    for (const char *const *a = argv; *a; a++)
+        len += quote_arg(NULL, *a) + 1;
+    char *cl = malloc(len), *at = cl;
+    if (!cl)
+        return NULL;
+    for (const char *const *a = argv; *a; a++) {
+        at += quote_arg(at, *a);
+        *at++ = ' ';
+    }
+    at[at > cl ? -1 : 0] = 0;
+    return cl;
+}
+
+static HANDLE inheritable_file(const char *path)
+{
+    SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+    return CreateFileA(path, GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa,
+                       CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+}
+
+int shim_spawn(const char *const *argv, const char *out, const char *err, unsigned secs)
+{
+    return shim_spawn_ex(argv, out, err, 0, secs);
+}
+
+int shim_spawn_ex(const char *const *argv, const char *out, const char *err, int err_to_out,
+                  unsigned secs)
+{
+    char *cl = command_line(argv);
+    HANDLE ho = out ? inheritable_file(out) : GetStdHandle(STD_OUTPUT_HANDLE);
+    HANDLE he = err_to_out ? ho : err ? inheritable_file(err) : GetStdHandle(STD_ERROR_HANDLE);
+    int rc = -1;
+    if (cl && ho != INVALID_HANDLE_VALUE && he != INVALID_HANDLE_VALUE) {
+        STARTUPINFOA si;
+        PROCESS_INFORMATION pi;
+        memset(&si, 0, sizeof si);
+        si.cb = sizeof si;
+        si.dwFlags = STARTF_USESTDHANDLES;
+        si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+        si.hStdOutput = ho;
+        si.hStdError = he;
+        fflush(stdout);
+        fflush(stderr);
+        if (CreateProcessA(argv[0], cl, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
+            DWORD code = 0;
+            if (WaitForSingleObject(pi.hProcess, secs ? secs * 1000u : INFINITE) != WAIT_OBJECT_0) {
+                TerminateProcess(pi.hProcess, 255);
+                WaitForSingleObject(pi.hProcess, INFINITE);
+            } else if (GetExitCodeProcess(pi.hProcess, &code)) {
+                rc = (int)code;
+            }
+            CloseHandle(pi.hThread);
+            CloseHandle(pi.hProcess);
+        }
+    }
+    if (out && ho != INVALID_HANDLE_VALUE)
+        CloseHandle(ho);
+    if (err && !err_to_out && he != INVALID_HANDLE_VALUE)
+        CloseHandle(he);
+    free(cl);
+    return rc;
 }

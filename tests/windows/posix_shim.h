@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -67,6 +68,31 @@ int shim_nanosleep(const struct timespec *t, struct timespec *left);
 /* rename over an existing file, as POSIX renames (msvcrt's refuses). */
 int shim_rename(const char *from, const char *to);
 #define rename shim_rename
+
+/* The tests' shell commands are POSIX shell, which cmd.exe does not read:
+ * system reads the simple commands they write (shell_shim.c) and skips the
+ * calling test on anything else; popen skips it. */
+int shim_system(const char *cmd);
+#define system shim_system
+FILE *shim_popen(const char *cmd, const char *mode);
+#undef popen
+#define popen shim_popen
+int symlink(const char *target, const char *path);
+#include <sys/wait.h> /* the status macros of system's callers */
+/* Only what the tests ask: times set on a path (AT_FDCWD, flags 0), through
+ * SetFileTime. */
+#define AT_FDCWD (-100)
+struct timespec;
+int utimensat(int dirfd, const char *path, const struct timespec times[2], int flags);
+
+/* Run argv[0] with argv (no shell), its standard output and error written
+ * to the files out and err; killed after secs seconds when secs > 0. The
+ * exit status, or -1 when it was killed or could not start. What
+ * testutil.c's run_prog does with fork and execv elsewhere. */
+int shim_spawn(const char *const *argv, const char *out, const char *err, unsigned secs);
+/* shim_spawn with out or err NULL: inherited; err_to_out: errors to out. */
+int shim_spawn_ex(const char *const *argv, const char *out, const char *err, int err_to_out,
+                  unsigned secs);
 
 /* Directory listings, with /proc/self/fd and /proc/self/task listing the
  * process's handles and threads (what testutil.c's leak check counts):

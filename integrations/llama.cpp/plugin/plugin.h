@@ -80,13 +80,31 @@ typedef struct sp_state {
 extern sp_state sp_g;
 
 /* plugin_state.c */
-void sp_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* MinGW: formats as C99 has them (__USE_MINGW_ANSI_STDIO), not Microsoft's. */
+#if defined(_WIN32)
+#define SP_PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
+#else
+#define SP_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#endif
+void sp_log_error(const char *fmt, ...) SP_PRINTF(1, 2);
 uint64_t sp_now_ns(void);
 
 /* plugin_buft.c */
 ggml_backend_buffer_type_t sp_buft(void);
 /* The expert tensor t is (view of) a weight in an SMOE buffer, or NULL. */
 const sp_weight *sp_weight_of(const struct ggml_tensor *t);
+
+/* plugin_mem_posix.c, plugin_mem_win32.c: the SMOE buffers' memory. */
+/* len bytes of address space that cost no memory until used; NULL with
+ * sp_g.err's message in err. */
+void *sp_mem_reserve(size_t len, char *err, size_t errlen);
+/* [addr, addr + len) will be read and written (Windows: committed). 0, or
+ * -1 with the reason in err. */
+int sp_mem_use(void *addr, size_t len, char *err, size_t errlen);
+/* [addr, addr + len) released and made inaccessible: a read faults. */
+int sp_mem_none(void *addr, size_t len, char *err, size_t errlen);
+void sp_mem_release(void *base, size_t len);
+size_t sp_mem_page(void);
 
 /* plugin_vault.c */
 /* Open the stream once every expert tensor is placed (first set_tensor).

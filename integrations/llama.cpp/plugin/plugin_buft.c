@@ -4,24 +4,23 @@
  * One buffer type serves two kinds of buffer, as a backend's default
  * buffer type must:
  *  - weights (the expert tensors -ot places here): reserved address space
- *    (MAP_NORESERVE) made PROT_NONE, so they cost no memory and any read of
- *    them by a node this backend does not compute faults at once. The
- *    loader's bytes are dropped, after a sample of them is compared with
- *    the vault (plugin_vault.c);
+ *    made inaccessible (PROT_NONE; Windows: never committed), so they cost
+ *    no memory and any read of them by a node this backend does not
+ *    compute faults at once. The loader's bytes are dropped, after a sample
+ *    of them is compared with the vault (plugin_vault.c);
  *  - compute buffers (the outputs of the nodes this backend computes):
- *    ordinary memory, reserved the same way and paid for as it is written.
+ *    ordinary memory, reserved the same way and paid for as it is written
+ *    (Windows: committed as each tensor is placed).
+ * The memory calls are plugin_mem_posix.c's or plugin_mem_win32.c's.
  * ggml's graph allocator marks its buffers GGML_BACKEND_BUFFER_USAGE_COMPUTE
  * before it places tensors in them; the model loader places weights in a
  * buffer it has not marked yet.
  *
  * SPDX-License-Identifier: MIT
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "plugin.h"
 
@@ -66,13 +65,27 @@ static void buf_free(ggml_backend_buffer_t b)
             sp_g.w[n++] = sp_g.w[i];
     sp_g.n_w = n;
     pthread_mutex_unlock(&sp_g.lock);
-    munmap(sb->base, sb->len);
+    sp_mem_release(sb->base, sb->len);
     free(sb);
 }
 
 static void *buf_base(ggml_backend_buffer_t b)
 {
     return ((sp_buffer *)b->context)->base;
+}
+
+/* t's bytes made readable and writable (use) or inaccessible. */
+static enum ggml_status tensor_memory(const struct ggml_tensor *t, int use)
+{
+    uintptr_t ps = (uintptr_t)sp_mem_page();
+    uintptr_t a = (uintptr_t)t->data & ~(ps - 1);
+    uintptr_t z = ((uintptr_t)t->data + ggml_nbytes(t) + ps - 1) & ~(ps - 1);
+    char err[300];
+    if ((use ? sp_mem_use : sp_mem_none)((void *)a, z - a, err, sizeof err) == 0)
+        return GGML_STATUS_SUCCESS;
+    sp_log_error("cannot %s tensor %s: %s", use ? "commit the memory of" : "protect", t->name,
+                 err);
+    return GGML_STATUS_FAILED;
 }
 
 static enum ggml_status add_weight(ggml_backend_buffer_t b, struct ggml_tensor *t)
@@ -86,7 +99,7 @@ static enum ggml_status add_weight(ggml_backend_buffer_t b, struct ggml_tensor *
          * memory; the nodes reading it get a copy. */
         fprintf(stderr, "smoe: tensor %s in the SMOE buffer type is not an expert tensor: "
                 "kept in memory\n", t->name);
-        return GGML_STATUS_SUCCESS;
+        return tensor_memory(t, 1);
     }
     pthread_mutex_lock(&sp_g.lock);
     if (sp_g.n_w == sp_g.cap_w) {
@@ -112,20 +125,15 @@ static enum ggml_status add_weight(ggml_backend_buffer_t b, struct ggml_tensor *
     pthread_mutex_unlock(&sp_g.lock);
 
     ((sp_buffer *)b->context)->weights = 1;
-    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)t->data & ~(ps - 1);
-    uintptr_t z = ((uintptr_t)t->data + ggml_nbytes(t) + ps - 1) & ~(ps - 1);
-    if (mprotect((void *)a, z - a, PROT_NONE) != 0) {
-        sp_log_error("cannot protect tensor %s: %s", t->name, strerror(errno));
-        return GGML_STATUS_FAILED;
-    }
-    return GGML_STATUS_SUCCESS;
+    return tensor_memory(t, 0);
 }
 
 static enum ggml_status buf_init_tensor(ggml_backend_buffer_t b, struct ggml_tensor *t)
 {
-    if (t->view_src || b->usage == GGML_BACKEND_BUFFER_USAGE_COMPUTE)
+    if (t->view_src)
         return GGML_STATUS_SUCCESS;
+    if (b->usage == GGML_BACKEND_BUFFER_USAGE_COMPUTE)
+        return tensor_memory(t, 1);
     return add_weight(b, t);
 }
 
@@ -174,8 +182,13 @@ static bool buf_cpy_tensor(ggml_backend_buffer_t b, const struct ggml_tensor *sr
 static void buf_clear(ggml_backend_buffer_t b, uint8_t v)
 {
     sp_buffer *sb = b->context;
-    if (!sb->weights)
-        memset(sb->base, v, b->size); /* a weights buffer: tensors are set one by one */
+    char err[300];
+    if (sb->weights) /* a weights buffer: tensors are set one by one */
+        return;
+    if (sp_mem_use(sb->base, sb->len, err, sizeof err) == 0)
+        memset(sb->base, v, b->size);
+    else
+        sp_log_error("cannot commit a buffer of %zu bytes: %s", sb->len, err);
 }
 
 static const struct ggml_backend_buffer_i buf_iface = {
@@ -205,11 +218,10 @@ static ggml_backend_buffer_t buft_alloc(ggml_backend_buffer_type_t bt, size_t si
     if (!sb)
         return NULL;
     sb->len = (size + SP_ALIGN - 1) / SP_ALIGN * SP_ALIGN;
-    sb->base = mmap(NULL, sb->len, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (sb->base == MAP_FAILED) {
-        sp_log_error("cannot reserve %zu bytes of address space: %s", sb->len,
-                     strerror(errno));
+    char err[300];
+    sb->base = sp_mem_reserve(sb->len, err, sizeof err);
+    if (!sb->base) {
+        sp_log_error("cannot reserve %zu bytes of address space: %s", sb->len, err);
         free(sb);
         return NULL;
     }

@@ -25,7 +25,7 @@
 
 #define CLAIM_TIMEOUT_NS 120000000000ull
 
-static int node_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int node_fail(const char *fmt, ...) SP_PRINTF(1, 2);
 static int node_fail(const char *fmt, ...)
 {
     char msg[768];
@@ -278,7 +278,7 @@ static int compute_view(ggml_backend_t cpu, struct ggml_tensor *op, const sp_wei
                         int64_t t0, int64_t t1, uint64_t co, void *dst)
 {
     int64_t nt = t1 - t0;
-    static _Thread_local char mem[16384];
+    static _Thread_local _Alignas(16) char mem[16384]; /* ggml_init: GGML_MEM_ALIGN */
     struct ggml_init_params ip = {sizeof mem, mem, true};
     struct ggml_context *ctx = ggml_init(ip);
     if (!ctx)
@@ -383,7 +383,7 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
  * CPU backend. */
 static int compute_plain_node(ggml_backend_t cpu, struct ggml_tensor *op)
 {
-    static _Thread_local char mem[16384];
+    static _Thread_local _Alignas(16) char mem[16384]; /* ggml_init: GGML_MEM_ALIGN */
     struct ggml_init_params ip = {sizeof mem, mem, true};
     struct ggml_context *ctx = ggml_init(ip);
     if (!ctx)

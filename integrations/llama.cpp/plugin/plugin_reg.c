@@ -289,7 +289,11 @@ static struct ggml_backend_reg sp_reg = {
     .context = NULL,
 };
 
+#if defined(_WIN32) /* the DLL's one export: the rest stays inside */
+__declspec(dllexport) ggml_backend_reg_t ggml_backend_init(void);
+#else
 ggml_backend_reg_t ggml_backend_init(void) __attribute__((visibility("default")));
+#endif
 ggml_backend_reg_t ggml_backend_init(void)
 {
     static int once;

@@ -12,7 +12,7 @@
 
 #include "plugin.h"
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) SP_PRINTF(1, 2);
 static int fail(const char *fmt, ...)
 {
     va_list ap;

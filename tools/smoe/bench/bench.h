@@ -178,17 +178,11 @@ void bench_clock_token(bench_clock *c, size_t tok); /* after token tok */
 /* Fill the timing fields of r (elapsed, waits, CPU, RSS) and free c. */
 void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user,
                         double cpu0_sys);
-void bench_cpu_now(double *user, double *sys);
 void bench_spin_us(uint32_t us);
 /* --compute-us auto: the median time of k float32 matrix-vector products
  * over blobs of blob_bytes, each its own buffer (bench_compute.c); 0 when
  * out of memory. */
 uint32_t bench_measure_compute_us(uint64_t blob_bytes, uint32_t k);
-
-/* Kernel bytes read from storage by this process (Linux /proc/self/io). */
-uint64_t bench_io_read_bytes(void);
-/* Current resident set size in bytes (0 if unknown). */
-uint64_t bench_rss_now(void);
 
 /* The mode loops (bench_smoe.c, bench_os.c; run in the child). Fill r;
  * r->ok = 1 on success. */

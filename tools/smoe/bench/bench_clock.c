@@ -5,10 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "bench.h"
+#include "os.h"
 #include "tool.h"
 
 const char *bench_mode_name(bench_mode mode)
@@ -41,17 +40,6 @@ const char *bench_advice_name(bench_advice advice)
     }
 }
 
-void bench_cpu_now(double *user, double *sys)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) < 0) {
-        *user = *sys = 0.0;
-        return;
-    }
-    *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
-    *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
 void bench_spin_us(uint32_t us)
 {
     if (!us)
@@ -59,31 +47,6 @@ void bench_spin_us(uint32_t us)
     uint64_t end = tool_now_ns() + (uint64_t)us * 1000u;
     while (tool_now_ns() < end) {
     }
-}
-
-uint64_t bench_io_read_bytes(void)
-{
-    FILE *f = fopen("/proc/self/io", "r");
-    if (!f)
-        return 0;
-    char line[128];
-    unsigned long long v = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "read_bytes: %llu", &v) == 1)
-            break;
-    fclose(f);
-    return v;
-}
-
-uint64_t bench_rss_now(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return 0;
-    unsigned long long size = 0, rss = 0;
-    int n = fscanf(f, "%llu %llu", &size, &rss);
-    fclose(f);
-    return n == 2 ? rss * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
 int bench_clock_init(bench_clock *c, const bench_env *env, const char *label)
@@ -143,7 +106,7 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user, doubl
     size_t n = c->env->n_tokens;
     r->elapsed_s = (double)(end - c->t_start) * 1e-9;
     double u, s;
-    bench_cpu_now(&u, &s);
+    tool_os_cpu(&u, &s);
     r->cpu_user_s = u - cpu0_user;
     r->cpu_sys_s = s - cpu0_sys;
     uint64_t sum = 0, first = 0;
@@ -161,7 +124,7 @@ void bench_clock_finish(bench_clock *c, bench_result *r, double cpu0_user, doubl
     r->wait_p50_us = pct(c->wait_ns, n, 0.50) * 1e-3;
     r->wait_p99_us = pct(c->wait_ns, n, 0.99) * 1e-3;
     r->tokens = n;
-    r->peak_rss = tool_peak_rss();
+    r->peak_rss = tool_os_peak_rss();
     free(c->wait_ns);
     c->wait_ns = NULL;
 }

@@ -12,7 +12,9 @@
  * compute, and moves on. Each task position has its own 16 KiB-aligned
  * buffer (an engine's per-layer expert buffers). Page-cache hits are read
  * off the kernel with mincore() on a read-only mapping just before each
- * read: all pages resident is a hit, anything less a miss. --os-advice
+ * read: all pages resident is a hit, anything less a miss. Where the system
+ * cannot say (Windows, tool_os_can_probe) every read counts as a miss and
+ * the hit method is "none". --os-advice
  * turns the kernel's read-ahead off (random) or replaces it with a
  * WILLNEED of exactly each expert's bytes before it is read (willneed).
  *
@@ -20,16 +22,14 @@
  * workers sleep on work_cv, the replay thread on done_cv.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "smoe/smoe.h"
 #include "bench.h"
+#include "os.h"
 #include "fadvise.h"
 #include "io.h"
 #include "tool.h"
@@ -75,15 +75,8 @@ static int resident(pool *p, uint32_t i, const bench_seg *sg)
     uint64_t len;
     if (!p->map[sg->file])
         return 0;
-    unsigned char *at = map_at(p, sg, &len);
-    uint64_t pages = (len + p->page - 1) / p->page;
-    /* mincore's vector is unsigned char on Linux and char on macOS */
-    if (len && mincore(at, len, (void *)p->vecs[i]) < 0)
-        return 0;
-    for (uint64_t j = 0; j < pages; j++)
-        if (!(p->vecs[i][j] & 1))
-            return 0;
-    return 1;
+    const unsigned char *at = map_at(p, sg, &len);
+    return tool_os_resident(at, len, p->vecs[i]);
 }
 
 static void do_task(pool *p, uint32_t i)
@@ -103,7 +96,7 @@ static void do_task(pool *p, uint32_t i)
          * ranges (after the probe: pages being read already count as
          * cached) */
         if (p->willneed && p->mode == BENCH_MMAP && len)
-            (void)posix_madvise(at, len, POSIX_MADV_WILLNEED);
+            tool_os_map_advise(at, len, 1);
         else if (p->willneed && p->mode == BENCH_PAGECACHE)
             tool_advise_willneed(p->fd[sg->file], sg->off, sg->len);
     }
@@ -226,24 +219,19 @@ static int open_file(pool *p, uint32_t f, bench_result *r)
         if (p->mode == BENCH_PAGECACHE && cfg->os_advice != BENCH_ADVICE_NORMAL)
             tool_advise_random(p->fd[f]);
     }
-    if (p->mode == BENCH_DIRECT)
+    if (p->mode == BENCH_DIRECT || (p->mode == BENCH_PAGECACHE && !tool_os_can_probe()))
         return 0;
-    int mfd = open(path, O_RDONLY | O_CLOEXEC);
-    if (mfd < 0) {
-        snprintf(r->error, sizeof r->error, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
     uint64_t len = p->env->file_sizes[f];
-    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, mfd, 0);
-    close(mfd);
-    if (m == MAP_FAILED) {
-        snprintf(r->error, sizeof r->error, "%s: mmap of %llu bytes: %s", path,
-                 (unsigned long long)len, strerror(errno));
+    int err;
+    void *m = tool_os_map_file(path, len, &err);
+    if (!m) {
+        snprintf(r->error, sizeof r->error, "%s: cannot map its %llu bytes: %s", path,
+                 (unsigned long long)len, strerror(err));
         return -1;
     }
     p->map[f] = m;
     if (p->mode == BENCH_MMAP && cfg->os_advice != BENCH_ADVICE_NORMAL)
-        (void)posix_madvise(m, len, POSIX_MADV_RANDOM);
+        tool_os_map_advise(m, len, 0);
     return 0;
 }
 
@@ -270,8 +258,8 @@ static int alloc_buffers(pool *p, bench_result *r)
     const bench_env *env = p->env;
     size_t vec_len = (size_t)((env->slot_bytes + p->page - 1) / p->page);
     for (uint32_t i = 0; i < env->max_k; i++) {
-        void *b;
-        if (posix_memalign(&b, BUF_ALIGN, (size_t)env->slot_bytes)) {
+        void *b = tool_os_aligned_alloc(BUF_ALIGN, (size_t)env->slot_bytes);
+        if (!b) {
             snprintf(r->error, sizeof r->error, "out of memory for %u buffers of %llu bytes",
                      env->max_k, (unsigned long long)env->slot_bytes);
             return -1;
@@ -315,17 +303,17 @@ static void stop_readers(pool *p, pthread_t *th, uint32_t started)
 /* The timed replay: CPU, bytes from storage, waits. */
 static void timed_replay(pool *p, bench_result *r)
 {
-    r->start_rss = bench_rss_now();
+    r->start_rss = tool_os_rss_now();
     bench_clock c;
     if (bench_clock_init(&c, p->env, bench_mode_name(p->mode)) < 0) {
         snprintf(r->error, sizeof r->error, "out of memory");
         return;
     }
     double u0, s0;
-    bench_cpu_now(&u0, &s0);
-    uint64_t io0 = bench_io_read_bytes();
+    tool_os_cpu(&u0, &s0);
+    uint64_t io0 = tool_os_storage_read_bytes();
     int rc = replay(p, &c, r);
-    uint64_t io1 = bench_io_read_bytes();
+    uint64_t io1 = tool_os_storage_read_bytes();
     bench_clock_finish(&c, r, u0, s0);
     if (p->mode != BENCH_DIRECT)
         r->bytes_read = io1 - io0;
@@ -339,10 +327,11 @@ void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_
     memset(&p, 0, sizeof p);
     p.env = env;
     p.mode = mode;
-    p.page = (size_t)sysconf(_SC_PAGESIZE);
+    p.page = tool_os_page();
     p.willneed = env->cfg->os_advice == BENCH_ADVICE_WILLNEED;
     r->slots = (uint32_t)(memory / env->slot_bytes);
-    snprintf(r->hit_method, sizeof r->hit_method, mode == BENCH_DIRECT ? "none" : "mincore");
+    snprintf(r->hit_method, sizeof r->hit_method,
+             mode == BENCH_DIRECT || !tool_os_can_probe() ? "none" : "mincore");
     pthread_t *th = calloc(env->cfg->workers, sizeof *th);
     uint32_t started = 0;
     if (!th)
@@ -354,14 +343,14 @@ void bench_run_os(const bench_env *env, bench_mode mode, uint64_t memory, bench_
     }
     free(th);
     for (uint32_t i = 0; i < TRACE_MAX_K; i++) {
-        free(p.bufs[i]);
+        tool_os_aligned_free(p.bufs[i]);
         free(p.vecs[i]);
     }
     for (uint32_t f = 0; f < env->n_files; f++) {
         if (p.map && p.map[f])
-            munmap(p.map[f], env->file_sizes[f]);
+            tool_os_unmap(p.map[f], env->file_sizes[f]);
         if (p.fd && p.fd[f] >= 0)
-            close(p.fd[f]);
+            smoe__io_close(&smoe__io_os, p.fd[f]);
     }
     free(p.map);
     free(p.fd);

@@ -22,6 +22,7 @@
 
 #include "smoe/smoe.h"
 #include "bench.h"
+#include "os.h"
 #include "bench_predict.h"
 #include "tool.h"
 
@@ -301,7 +302,7 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
     smoe_stream *s = open_stream(env, r);
     if (!s)
         return;
-    r->start_rss = bench_rss_now();
+    r->start_rss = tool_os_rss_now();
     if (env->cfg->idle_ms) {
         /* An engine between requests: idle, so pre-warm (when on) may load
          * the histogram's hottest experts; then busy for the replay, as an
@@ -323,7 +324,7 @@ void bench_run_smoe(const bench_env *env, int spec, uint64_t memory, bench_resul
         snprintf(r->error, sizeof r->error, "out of memory");
     } else {
         double u0, s0;
-        bench_cpu_now(&u0, &s0);
+        tool_os_cpu(&u0, &s0);
         bench_pred pred = {0};
         int hinted = r->mode == BENCH_SMOE_HINT;
         if (hinted && pred_open(env, r->recall, &pred) < 0) {

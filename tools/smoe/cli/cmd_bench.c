@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #if defined(__linux__)
+#if defined(__linux__)
 #include <sys/sysmacros.h>
+#endif
 #endif
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include "args.h"
 #include "bench.h"
 #include "io.h"
+#include "os.h"
 #include "sim.h"
 #include "sim_policy.h"
 #include "tool.h"
@@ -376,7 +379,7 @@ static int parse_args(int argc, char **argv, bench_cfg *cfg, const char **mem,
     cfg->modes = 1u << BENCH_SMOE;
     cfg->open_flags = SMOE_OPEN_NO_PREWARM | SMOE_OPEN_NO_FREQ | SMOE_OPEN_EXTENTS;
     cfg->progress = isatty(2);
-    cfg->drop_caches = cfg->use_cgroup = geteuid() == 0;
+    cfg->drop_caches = cfg->use_cgroup = tool_os_privileged();
     *mem = "25%";
     *sweep = NULL;
     const tool_opt opts[] = {
@@ -496,9 +499,15 @@ static void cgroup_note(const bench_env *env, char *note, size_t n)
                  (double)bench_cgroup_limit(env, cfg->memory) / 1048576.0,
                  (unsigned long long)(BENCH_PROCESS_SLACK >> 20),
                  cfg->cache_only ? " plus their read buffers" : "");
-    else if (geteuid() != 0)
-        snprintf(note, n, "not root: cannot limit pagecache and mmap, which run with all free "
-                 "memory (marked NONE)");
+    else if (!tool_os_privileged())
+        snprintf(note, n, "%s: cannot limit pagecache and mmap, which run with all free "
+                 "memory (marked NONE)",
+#if defined(__linux__)
+                 "not root"
+#else
+                 "no memory cgroups on this system"
+#endif
+        );
     else
         snprintf(note, n, "--no-cgroup: pagecache and mmap run with all free memory (marked "
                  "NONE)");

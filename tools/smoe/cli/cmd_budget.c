@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <json-c/json.h>
 
 #include "budget.h"
+#include "io.h"
 #include "smoe/smoe.h"
 #include "args.h"
 #include "tool.h"
@@ -354,10 +354,15 @@ static int fill_inputs(const args *a, const smoe__vault *v, smoe__budget_in *in)
     in->explicit_slots = a->slots;
     in->scout_bytes = a->scout_bytes;
     if (a->scout) {
-        struct stat st;
-        if (stat(a->scout, &st) < 0)
-            return tool_error(cmd, "--scout %s: cannot read its size", a->scout);
-        in->scout_bytes = (uint64_t)st.st_size;
+        int fd = smoe__io_open(&smoe__io_os, a->scout, SMOE__IO_RDONLY);
+        uint64_t size = 0;
+        int rc = fd < 0 ? fd : smoe__io_size(&smoe__io_os, fd, &size);
+        if (fd >= 0)
+            smoe__io_close(&smoe__io_os, fd);
+        if (rc < 0)
+            return tool_error(cmd, "--scout %s: cannot read its size: %s", a->scout,
+                              strerror(-rc));
+        in->scout_bytes = size;
     }
     return 0;
 }

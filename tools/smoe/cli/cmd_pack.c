@@ -10,6 +10,7 @@
 
 #include "smoe/smoe.h"
 #include "args.h"
+#include "os.h"
 #include "pack.h"
 #include "tool.h"
 
@@ -180,12 +181,7 @@ static int run(int argc, char **argv, int index)
         return rc;
     a.o.out = a.out;
     a.o.stop = &interrupted;
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    tool_os_on_interrupt(on_signal);
     pack_result r;
     pack_index_result ir;
     int err;
@@ -195,8 +191,7 @@ static int run(int argc, char **argv, int index)
     } else {
         err = pack_run(a.source, &a.ps, &a.o, &r);
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    tool_os_on_interrupt(NULL);
     pack_patterns_free(&a.ps);
     if (err < 0)
         return tool_error(index ? "index" : "pack", "%s", smoe_last_error());

@@ -18,6 +18,7 @@
 
 #include "smoe/smoe.h"
 #include "args.h"
+#include "os.h"
 #include "tool.h"
 #include "vault.h"
 #include "vault_cmd.h"
@@ -407,7 +408,7 @@ static int all_runs(const read_args *a, const smoe__vault *v, const uint32_t *or
                 break;
             double sec = (double)run.ns / 1e9;
             double gbs = sec > 0 ? (double)run.bytes / sec / 1e9 : 0;
-            uint64_t rss = tool_peak_rss();
+            uint64_t rss = tool_os_peak_rss();
             if (a->json) {
                 json_object *j = run_json(a, &run, sec, gbs, rss);
                 json_object_array_add(runs, j);

@@ -9,17 +9,15 @@
  * hashed in order.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
 #include "extent.h"
+#include "fadvise.h"
 #include "pack.h"
 #include "io.h"
 #include "source.h"
@@ -150,27 +148,26 @@ static int check_sources(const smoe__vault *v, int *fds)
             fprintf(stderr, "smoe verify: %s: source %" PRIu32 " '%s': modified since it was "
                     "indexed, but its size and header are unchanged\n", v->path, i,
                     v->sources[i].name);
-        fds[i] = open(st.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        fds[i] = smoe__io_open(&smoe__io_os, st.path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
         if (fds[i] < 0) {
             tool_error(cmd, "%s: source %" PRIu32 " '%s' (%s): cannot open it after its check: "
-                       "%s", v->path, i, v->sources[i].name, st.path, strerror(errno));
-            bad++;
-            continue;
-        }
-        /* Only the file just checked is read: not one put in its place. */
-        struct stat fs;
-        if (fstat(fds[i], &fs) != 0 || (uint64_t)fs.st_dev != st.dev ||
-            (uint64_t)fs.st_ino != st.ino) {
-            tool_error(cmd, "%s: source %" PRIu32 " '%s' (%s) was replaced while it was "
-                       "checked", v->path, i, v->sources[i].name, st.path);
-            close(fds[i]);
+                       "%s", v->path, i, v->sources[i].name, st.path, strerror(-fds[i]));
             fds[i] = -1;
             bad++;
             continue;
         }
-#if defined(POSIX_FADV_SEQUENTIAL)
-        posix_fadvise(fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
+        /* Only the file just checked is read: not one put in its place. */
+        smoe__io_stat fs;
+        if (smoe__io_fstat(&smoe__io_os, fds[i], &fs) != 0 || fs.dev != st.dev ||
+            fs.ino != st.ino) {
+            tool_error(cmd, "%s: source %" PRIu32 " '%s' (%s) was replaced while it was "
+                       "checked", v->path, i, v->sources[i].name, st.path);
+            smoe__io_close(&smoe__io_os, fds[i]);
+            fds[i] = -1;
+            bad++;
+            continue;
+        }
+        tool_advise_sequential(fds[i]);
     }
     return bad;
 }
@@ -254,7 +251,7 @@ static int verify_index(const char *path, const smoe__vault *v, uint64_t t0)
 out:
     for (uint32_t i = 0; fds && i < v->n_sources; i++)
         if (fds[i] >= 0)
-            close(fds[i]);
+            smoe__io_close(&smoe__io_os, fds[i]);
     free(fds);
     free(c.buf);
     if (c.st)
@@ -287,15 +284,14 @@ static int check_scout(const char *scout)
  * could not be read (said on stderr). */
 static int verify_vault(const char *path, const smoe__vault *v, uint64_t t0)
 {
-    checker c = {path, open(path, O_RDONLY | O_CLOEXEC), malloc(CHUNK), XXH3_createState(), 0};
+    checker c = {path, smoe__io_open(&smoe__io_os, path, SMOE__IO_RDONLY), malloc(CHUNK),
+                 XXH3_createState(), 0};
     int rc = 0;
     if (c.fd < 0 || !c.buf || !c.st) {
-        rc = -(c.fd < 0 ? tool_error(cmd, "%s: %s", path, strerror(errno))
+        rc = -(c.fd < 0 ? tool_error(cmd, "%s: %s", path, strerror(-c.fd))
                         : tool_error(cmd, "out of memory"));
     } else {
-#if defined(POSIX_FADV_SEQUENTIAL)
-        posix_fadvise(c.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
+        tool_advise_sequential(c.fd);
         uint32_t n;
         int64_t bad = check_blobs(&c, v, &n);
         double secs = (double)(tool_now_ns() - t0) / 1e9;
@@ -311,7 +307,7 @@ static int verify_vault(const char *path, const smoe__vault *v, uint64_t t0)
         }
     }
     if (c.fd >= 0)
-        close(c.fd);
+        smoe__io_close(&smoe__io_os, c.fd);
     if (c.st)
         XXH3_freeState(c.st);
     free(c.buf);

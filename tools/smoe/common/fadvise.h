@@ -1,6 +1,7 @@
 /*
  * fadvise.h - access-pattern hints to the kernel, portable: posix_fadvise
- * where it exists (Linux), fcntl F_RDADVISE / F_RDAHEAD on macOS. Hints
+ * where it exists (Linux), fcntl F_RDADVISE / F_RDAHEAD on macOS, nothing
+ * on Windows (a handle's access pattern is set when it is opened). Hints
  * only: a failure costs speed, never correctness, so nothing is returned.
  */
 #ifndef SMOE_TOOL_FADVISE_H
@@ -30,6 +31,16 @@ static inline void tool_advise_random(int fd)
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 #elif defined(F_RDAHEAD)
     (void)fcntl(fd, F_RDAHEAD, 0);
+#else
+    (void)fd;
+#endif
+}
+
+/* fd will be read from start to end: read ahead further. */
+static inline void tool_advise_sequential(int fd)
+{
+#if defined(POSIX_FADV_SEQUENTIAL)
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #else
     (void)fd;
 #endif

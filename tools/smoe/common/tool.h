@@ -52,8 +52,9 @@ void tool_progress_blobs(tool_progress *p, uint64_t done, uint64_t total, uint64
 /* End a line left open (a failure before the end), so an error starts on
  * a line of its own. */
 void tool_progress_stop(tool_progress *p);
-/* Peak resident set size of this process in bytes (0 if unknown). */
-uint64_t tool_peak_rss(void);
+/* The first n bytes of s (fewer where it ends first), malloc'd: strndup,
+ * which Windows' C library lacks. */
+char *tool_strndup(const char *s, size_t n);
 
 /* --replica PATH, repeatable: copies of the vault on other drives
  * (smoe_open_opts.replicas). */

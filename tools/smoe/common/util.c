@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,16 +105,15 @@ void tool_progress_stop(tool_progress *p)
     p->open = 0;
 }
 
-uint64_t tool_peak_rss(void)
+char *tool_strndup(const char *s, size_t n)
 {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) < 0)
-        return 0;
-#if defined(__APPLE__)
-    return (uint64_t)ru.ru_maxrss; /* bytes on macOS */
-#else
-    return (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
-#endif
+    size_t len = strnlen(s, n);
+    char *r = malloc(len + 1);
+    if (r) {
+        memcpy(r, s, len);
+        r[len] = 0;
+    }
+    return r;
 }
 
 int tool_replica_add(tool_replicas *r, const char *cmd, const char *path)

@@ -27,6 +27,7 @@
 #include "error.h"
 #include "io.h"
 #include "model_hdr.h"
+#include "os.h"
 #include "pack.h"
 #include "tool.h"
 #include "vault.h"
@@ -68,8 +69,8 @@ static int stopped(const ictx *c)
 static char *abs_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    char *r = dir ? realpath(dir, NULL) : NULL;
+    char *dir = slash ? tool_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *r = dir ? tool_os_realpath(dir) : NULL;
     free(dir);
     return r;
 }
@@ -125,7 +126,7 @@ static int name_sources(ictx *c)
                           c->o->out, strerror(errno));
     int rc = 0;
     for (uint32_t i = 0; i < s->n_files && rc == 0; i++) {
-        char *abs = realpath(s->files[i].path, NULL);
+        char *abs = tool_os_realpath(s->files[i].path);
         if (!abs) {
             rc = smoe__fail(SMOE_ESYS, "%s: cannot resolve: %s", s->files[i].path,
                             strerror(errno));
@@ -448,7 +449,7 @@ static int put_header(const ictx *c, const ix_layout *L, unsigned char *b)
 static void sync_dir(const smoe__io *io, const char *path)
 {
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *dir = slash ? tool_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     int fd = dir ? smoe__io_open(io, dir, SMOE__IO_RDONLY) : -1;
     if (fd >= 0) {
         smoe__io_fsync(io, fd); /* best effort: some file systems refuse */

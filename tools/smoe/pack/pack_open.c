@@ -13,6 +13,7 @@
 #include "error.h"
 #include "io.h"
 #include "pack.h"
+#include "tool.h"
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -41,7 +42,7 @@ static char *dir_of(const char *path)
         return strdup(".");
     if (slash == path)
         return strdup("/");
-    return strndup(path, (size_t)(slash - path));
+    return tool_strndup(path, (size_t)(slash - path));
 }
 
 static int is_file(const char *path)

@@ -22,6 +22,7 @@
 
 #include "error.h"
 #include "pack.h"
+#include "tool.h"
 
 static const char *const builtin[] = {
     /* Qwen2/Qwen3-MoE, DeepSeek-V2/V3, OLMoE: one tensor per expert. */
@@ -158,8 +159,8 @@ static int parse_map(pack_pattern *p, const char *map)
             p->dst = nd;
         if (!ns || !nd)
             return smoe__fail(SMOE_ENOMEM, "out of memory");
-        p->src[p->n_map] = strndup(map, sl);
-        p->dst[p->n_map] = strndup(eq + 1, dl);
+        p->src[p->n_map] = tool_strndup(map, sl);
+        p->dst[p->n_map] = tool_strndup(eq + 1, dl);
         p->n_map++;
         if (!p->src[p->n_map - 1] || !p->dst[p->n_map - 1])
             return smoe__fail(SMOE_ENOMEM, "out of memory");
@@ -194,7 +195,7 @@ static int parse_pattern(pack_pattern *p, const char *spec)
                           "'stacked'", spec, (int)kl, spec);
     const char *t = c1 + 1;
     const char *c2 = strchr(t, ':');
-    p->tmpl = c2 ? strndup(t, (size_t)(c2 - t)) : strdup(t);
+    p->tmpl = c2 ? tool_strndup(t, (size_t)(c2 - t)) : strdup(t);
     if (!p->tmpl)
         return smoe__fail(SMOE_ENOMEM, "out of memory");
     if (!*p->tmpl)

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "pack.h"
+#include "tool.h"
 
 /* A model name from the source path: its last component, less the suffix. */
 static int default_model_name(pack_source *s, const char *path)
@@ -12,7 +13,7 @@ static int default_model_name(pack_source *s, const char *path)
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/')
         n--;
-    char *p = strndup(path, n);
+    char *p = tool_strndup(path, n);
     if (!p)
         return smoe__fail(SMOE_ENOMEM, "out of memory");
     char *base = strrchr(p, '/');

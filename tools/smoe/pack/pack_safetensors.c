@@ -24,6 +24,7 @@
 #include "error.h"
 #include "io.h"
 #include "pack.h"
+#include "tool.h"
 
 /* The largest header accepted; real ones are a few MiB. */
 #define ST_HEADER_MAX (100ull << 20)
@@ -396,7 +397,7 @@ static char *dir_of(const char *path)
     const char *slash = strrchr(path, '/');
     if (!slash)
         return strdup(".");
-    return strndup(path, (size_t)(slash - path + 1));
+    return tool_strndup(path, (size_t)(slash - path + 1));
 }
 
 typedef struct name_ref {
@@ -490,27 +491,71 @@ int pack_st_load_index(pack_source *s, const char *path)
     return rc;
 }
 
-static int st_filter(const struct dirent *de)
+static int is_st_name(const char *name)
 {
-    size_t n = strlen(de->d_name);
-    return n > 12 && !strcmp(de->d_name + n - 12, ".safetensors");
+    size_t n = strlen(name);
+    return n > 12 && !strcmp(name + n - 12, ".safetensors");
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The *.safetensors names in dir, sorted (scandir with alphasort, which
+ * Windows' C library lacks); -1 with errno when dir cannot be read. */
+static int st_names(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char **list = NULL;
+    int n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!is_st_name(de->d_name))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **g = realloc(list, (size_t)cap * sizeof *list);
+            if (!g)
+                break;
+            list = g;
+        }
+        if (!(list[n] = strdup(de->d_name)))
+            break;
+        n++;
+    }
+    int lost = de != NULL; /* out of memory before the end */
+    closedir(d);
+    if (lost) {
+        while (n)
+            free(list[--n]);
+        free(list);
+        errno = ENOMEM;
+        return -1;
+    }
+    if (n)
+        qsort(list, (size_t)n, sizeof *list, cmp_name);
+    *out = list;
+    return n;
 }
 
 int pack_st_load_dir(pack_source *s, const char *dir)
 {
-    struct dirent **list;
-    int n = scandir(dir, &list, st_filter, alphasort);
+    char **list = NULL;
+    int n = st_names(dir, &list);
     if (n < 0)
         return smoe__fail(SMOE_ESYS, "%s: cannot read directory: %s", dir, strerror(errno));
     int rc = 0;
     for (int i = 0; i < n; i++) {
         if (rc == 0) {
-            size_t len = strlen(dir) + strlen(list[i]->d_name) + 2;
+            size_t len = strlen(dir) + strlen(list[i]) + 2;
             char *p = malloc(len);
             if (!p)
                 rc = smoe__fail(SMOE_ENOMEM, "out of memory");
             else {
-                snprintf(p, len, "%s/%s", dir, list[i]->d_name);
+                snprintf(p, len, "%s/%s", dir, list[i]);
                 rc = pack_st_load_file(s, p);
                 free(p);
             }

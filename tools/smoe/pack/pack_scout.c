@@ -17,6 +17,7 @@
 #include "io.h"
 #include "pack.h"
 #include "vault.h"
+#include "tool.h"
 
 static uint64_t record_size(size_t name_len)
 {
@@ -152,7 +153,7 @@ static int decode_record(const uint8_t *r, uint64_t room, const char *fname, pac
         return smoe__fail(SMOE_EFORMAT, "%s: index record %" PRIu32 ": name holds a NUL",
                           fname, i);
     pack_scout_entry *e = &sc->e[i];
-    if (!(e->name = strndup((const char *)r + PACK_SCOUT_RECORD, nl)))
+    if (!(e->name = tool_strndup((const char *)r + PACK_SCOUT_RECORD, nl)))
         return smoe__fail(SMOE_ENOMEM, "out of memory");
     sc->count = i + 1;
     e->offset = smoe__le64(r);

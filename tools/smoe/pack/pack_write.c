@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -214,13 +213,25 @@ static int write_blobs(wctx *c, smoe_writer *w)
     return 0;
 }
 
+/* path's identity through the platform layer (stat's st_ino is 0 for every
+ * file on Windows); -1 when it cannot be opened. */
+static int file_id(const char *path, smoe__io_stat *st)
+{
+    int fd = smoe__io_open(&smoe__io_os, path, SMOE__IO_RDONLY | SMOE__IO_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    int rc = smoe__io_fstat(&smoe__io_os, fd, st);
+    smoe__io_close(&smoe__io_os, fd);
+    return rc < 0 || (!st->dev && !st->ino) ? -1 : 0;
+}
+
 int pack_check_not_source(const pack_source *s, const char *out)
 {
-    struct stat o, f;
-    if (stat(out, &o) != 0)
+    smoe__io_stat o, f;
+    if (file_id(out, &o) != 0)
         return 0; /* does not exist yet */
     for (uint32_t i = 0; i < s->n_files; i++)
-        if (stat(s->files[i].path, &f) == 0 && f.st_dev == o.st_dev && f.st_ino == o.st_ino)
+        if (file_id(s->files[i].path, &f) == 0 && f.dev == o.dev && f.ino == o.ino)
             return smoe__fail(SMOE_EINVAL, "%s is one of the source files; choose another "
                               "output name", out);
     return 0;
@@ -355,9 +366,9 @@ int pack_write(const pack_source *s, const pack_plan *p, const pack_opts *o, pac
         r->n_scout = p->n_scout;
         r->scout_bytes = c.sc.file_size;
         r->source_bytes = p->scout_bytes + p->expert_bytes;
-        struct stat st;
-        if (stat(o->out, &st) == 0)
-            r->vault_bytes = (uint64_t)st.st_size;
+        smoe__io_stat st;
+        if (file_id(o->out, &st) == 0)
+            r->vault_bytes = st.size;
     }
     cleanup(&c, rc);
     r->ns = tool_now_ns() - t0;

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "trace.h"
+#include "tool.h"
 
 /* Room for element n of an array of `size`-byte elements with *cap
  * allocated (doubling from `first`): the array, moved if it grew, or NULL
@@ -178,7 +179,7 @@ static int parse_comment(parser *p, tool_trace *t, const char *s)
             else if ((kl == 4 && !strncmp(w, "topk", 4)) || (kl == 5 && !strncmp(w, "top_k", 5)))
                 rc = header_key(p, "topk", &p->h_topk, val, 1, TRACE_MAX_K);
             else if (kl == 5 && !strncmp(w, "model", 5) && !t->model) {
-                t->model = strndup(val, (size_t)(we - val));
+                t->model = tool_strndup(val, (size_t)(we - val));
                 if (!t->model)
                     return fail(p, "out of memory");
             }
