@@ -203,7 +203,7 @@ if want 7; then
         tests/windows/build.sh build/windows
     # ggml-smoe.dll and llama-completion.exe against the tested llama.cpp
     # (the tree stage 6 fetched; fetched here when stage 6 did not run),
-    # built in ~/.cache/smoe-windows/llama-build through ccache.
+    # built in build/windows/llama-build through ccache (~/.cache/smoe-windows).
     llama_dir=${SMOE_LLAMA_CPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/smoe-llama/llama.cpp}
     integrations/llama.cpp/fetch-llama.sh "$llama_dir"
     SMOE_REQUIRE_WINDOWS=1 SMOE_LLAMA_CPP_DIR="$llama_dir" smoe_step \

@@ -12,9 +12,11 @@
 #
 # Usage: tests/windows/llama.sh WINDOWS_BUILD_DIR   (the build/windows of
 # tests/windows/build.sh, for smoe.exe and the Wine prefix)
-# The build stays in ${SMOE_WINDOWS_CACHE:-~/.cache/smoe-windows}/llama-build,
-# compiled through ccache (its cache beside it), so a second run rebuilds
-# only what changed. SMOE_LLAMA_CPP_DIR names another llama.cpp tree.
+# The build goes to WINDOWS_BUILD_DIR/llama-build, compiled through ccache
+# with its cache in ${SMOE_WINDOWS_CACHE:-~/.cache/smoe-windows}/llama-ccache
+# and paths hashed relative to the clone, so that a second run, in this
+# clone or a fresh one, compiles little (a build directory is tied to its
+# source's path, so it cannot live in the cache for every clone). SMOE_LLAMA_CPP_DIR names another llama.cpp tree.
 # Where the tree, MinGW-w64 or Wine is missing: SKIP, exit 0 (FAIL, exit 1,
 # with SMOE_REQUIRE_WINDOWS=1).
 set -eu
@@ -24,7 +26,7 @@ wb=$(cd "${1:?usage: tests/windows/llama.sh WINDOWS_BUILD_DIR}" && pwd)
 cache=${SMOE_WINDOWS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/smoe-windows}
 llama=${SMOE_LLAMA_CPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/smoe-llama/llama.cpp}
 jobs=${SMOE_JOBS:-$(nproc 2>/dev/null || echo 2)}
-lb=$cache/llama-build
+lb=$wb/llama-build
 
 skip() {
     if [ "${SMOE_REQUIRE_WINDOWS:-0}" = 1 ]; then
@@ -52,7 +54,7 @@ start=$(date +%s)
 launcher=
 if command -v ccache > /dev/null 2>&1; then
     launcher=ccache
-    export CCACHE_DIR=$cache/llama-ccache CCACHE_BASEDIR=$lb
+    export CCACHE_DIR=$cache/llama-ccache CCACHE_BASEDIR=$src
 fi
 runtime=libpthread.a:libwinpthread.a:libstdc++.a:libgcc.a:libgcc_eh.a
 mkdir -p "$lb"
