@@ -21,6 +21,7 @@
 #include "error.h"
 #include "fault_text.h"
 #include "internal.h"
+#include "fill/freq.h"
 #include "platform/park.h"
 #include "prefetch.h"
 

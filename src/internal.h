@@ -21,23 +21,23 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "smoe/smoe.h"
 #include "budget.h"
-#include "evict_reuse.h"
-#include "freq.h"
-#include "hint.h"
 #include "io.h"
-#include "mpmc.h"
-#include "extent.h"
 #include "latency.h"
-#include "prewarm.h"
-#include "replica.h"
+#include "mpmc.h"
 #include "slot.h"
-#include "source.h"
-#include "trace_rec.h"
-#include "vault.h"
-#include "warmup.h"
+#include "fill/freq_state.h"
+#include "fill/prewarm_state.h"
+#include "fill/trace_rec.h"
+#include "fill/warmup_state.h"
+#include "policy/hint_state.h"
+#include "vault/extent.h"
+#include "vault/replica_state.h"
+#include "vault/source_fds.h"
+#include "vault/vault.h"
 
 #define SMOE__ALIGN 16384u
 #define SMOE__DEFAULT_WORKERS 16u
@@ -116,7 +116,7 @@ struct smoe_stream {
     uint32_t chunk;          /* demand read chunk bytes, a multiple of 16 KiB */
     uint32_t spec_chunk;     /* speculative and pre-warm read chunk bytes */
     uint32_t eviction;       /* SMOE_EVICT_LRU or SMOE_EVICT_REUSE */
-    smoe__reuse *reuse;      /* the reuse policy's state; NULL under LRU */
+    struct smoe__reuse *reuse; /* the reuse policy's state (evict_reuse.h); NULL under LRU */
     smoe_log_fn log_fn;
     void *log_user;
 

@@ -30,6 +30,8 @@
 
 #include "error.h"
 #include "internal.h"
+#include "policy/evict_reuse.h"
+#include "policy/hint.h"
 #include "platform/park.h"
 #include "prefetch.h"
 

@@ -4,6 +4,10 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "fill/freq.h"
+#include "fill/prewarm.h"
+#include "fill/warmup.h"
+#include "policy/evict_reuse.h"
 
 /* relaxed: statistics only, no ordering with anything */
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)

@@ -16,6 +16,14 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "log.h"
+#include "fill/freq.h"
+#include "fill/prewarm.h"
+#include "fill/warmup.h"
+#include "policy/evict_reuse.h"
+#include "policy/hint.h"
+#include "vault/replica.h"
+#include "vault/source.h"
 #include "platform/park.h"
 
 SMOE_API void smoe_open_opts_init(smoe_open_opts *opts)

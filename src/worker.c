@@ -35,13 +35,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "blob_check.h"
+#include "vault/blob_check.h"
 #include "error.h"
-#include "extent.h"
+#include "vault/chunk_read.h"
+#include "vault/extent.h"
 #include "internal.h"
+#include "vault/replica.h"
 #include "platform/park.h"
 #include "platform/thread.h"
-#include "warmup.h"
+#include "fill/warmup.h"
 
 /* Tell parked workers there is work (after a push). */
 static void notify_workers(struct smoe_stream *s, int n)
@@ -116,7 +118,7 @@ static int read_chunk(struct smoe_stream *s, const smoe__worker *wk, uint32_t sl
         return smoe__replica_read(s, wk, smoe__slot_data(&s->ring, slot) + off, len,
                                   s->vault.index[key].offset + off, sequential, why);
     }
-    int err = smoe__extent_read(s, wk, slot, key, off, len, got, why);
+    int err = smoe__chunk_read(s, wk, slot, key, off, len, got, why);
     if (err != SMOE_ESHUTDOWN)
         smoe__replica_count(s, *got, err != 0);
     return err;

@@ -27,7 +27,7 @@
 #include <cmocka.h>
 
 #include "fault_io.h"
-#include "freq.h"
+#include "fill/freq.h"
 #include "internal.h"
 #include "platform/park.h"
 #include "smoe/smoe.h"

@@ -20,9 +20,10 @@
 #include "alloc.h"
 #include "byteorder.h"
 #include "error.h"
-#include "freq.h"
+#include "fill/freq.h"
 #include "hash.h"
 #include "internal.h"
+#include "log.h"
 
 /* Header fields (docs/freq-format.md). */
 enum {

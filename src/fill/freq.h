@@ -17,32 +17,11 @@
 #include <stdint.h>
 
 #include "io.h"
+#include "fill/freq_state.h"
 
 struct smoe_stream;
 struct smoe_open_opts;
 struct smoe_stats;
-
-#define SMOE__FREQ_MAGIC "\x89SFREQ\r\n"
-#define SMOE__FREQ_VERSION 1u
-#define SMOE__FREQ_HEADER_SIZE 64u
-
-typedef struct smoe__freq {
-    _Atomic uint64_t *count;   /* layers x experts, 64-byte aligned; NULL until open */
-    size_t n;
-    char *path;                /* the file; NULL when off */
-    int status;                /* SMOE_FREQ_*: what open found */
-    int saving;                /* SMOE_FREQ_SAVE_* */
-    int lock_init;
-    pthread_mutex_t save_lock; /* serialises saves (never taken on the hot path) */
-    _Atomic uint64_t saves, save_errors;
-} smoe__freq;
-
-/* What the file is bound to: the vault's shape and identity. */
-typedef struct smoe__freq_id {
-    uint32_t layers, experts;
-    uint64_t vault_id;   /* the vault's header checksum */
-    uint64_t vault_size; /* the vault's file size */
-} smoe__freq_id;
 
 /* Count one successful claim of key. Any thread; lock-free. */
 static inline void smoe__freq_hit(smoe__freq *f, uint32_t key)

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "freq.h"
+#include "fill/freq.h"
 #include "platform/proc.h"
 
 int smoe__freq_dir_of(const char *path, char *dir, size_t cap)

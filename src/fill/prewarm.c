@@ -41,7 +41,7 @@
 #include "platform/park.h"
 #include "platform/thread.h"
 #include "prefetch.h"
-#include "prewarm.h"
+#include "fill/prewarm.h"
 
 static int stopped(struct smoe_stream *s)
 {

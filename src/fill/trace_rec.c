@@ -40,7 +40,7 @@
 #include "error.h"
 #include "io.h"
 #include "platform/thread.h"
-#include "trace_rec.h"
+#include "fill/trace_rec.h"
 
 #define REC_DEFAULT_CAP (1u << 20) /* records: 8 MiB */
 #define REC_FLUSH_NS 50000000ll    /* 50 ms between drains */

@@ -46,8 +46,9 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "policy/evict_reuse.h"
 #include "platform/park.h"
-#include "warmup.h"
+#include "fill/warmup.h"
 
 #define CUR_MASK 0x7fffffffull
 

@@ -31,6 +31,7 @@
 #include <math.h>
 
 #include "internal.h"
+#include "policy/evict_reuse.h"
 
 /* Eviction class of a slot word: lower is evicted first, -1 never. Under
  * reuse (ranked), an unclaimed speculative read competes with retained

@@ -37,7 +37,7 @@
 
 #include "alloc.h"
 #include "error.h"
-#include "evict_reuse.h"
+#include "policy/evict_reuse.h"
 #include "internal.h"
 
 /* Score word: valid (1) | epoch (7) | visit (24) | q (float bits, 32). */

@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "evict_reuse_model.h"
+#include "policy/evict_reuse_model.h"
 
 struct smoe_stream;
 

@@ -26,6 +26,7 @@
 #include "alloc.h"
 #include "error.h"
 #include "internal.h"
+#include "policy/hint.h"
 
 /* relaxed: statistics (see the top of this file and hint.h) */
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)

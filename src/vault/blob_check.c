@@ -13,9 +13,11 @@
  */
 #include <string.h>
 
-#include "blob_check.h"
-#include "extent.h"
+#include "vault/blob_check.h"
+#include "vault/chunk_read.h"
+#include "vault/extent.h"
 #include "internal.h"
+#include "vault/replica.h"
 
 enum { CHECK_OK = 0, CHECK_HASH, CHECK_PADDING };
 
@@ -39,7 +41,7 @@ static uint64_t padding_dirt(const uint8_t *data, uint64_t size, uint64_t padded
 static int check_bytes(struct smoe_stream *s, const smoe__worker *wk, uint32_t key,
                        const uint8_t *data, const smoe__vault_entry *e, uint64_t *dirt)
 {
-    if (smoe__extent_hash(s, wk, key, data) != e->hash)
+    if (smoe__chunk_hash(s, wk, key, data) != e->hash)
         return CHECK_HASH;
     /* The format promises zero padding (`smoe verify` checks it too):
      * bytes there mean the blob is not what was written. */

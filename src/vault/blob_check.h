@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "vault.h"
+#include "vault/vault.h"
 
 struct smoe_stream;
 struct smoe__worker;

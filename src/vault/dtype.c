@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
-#include "vault.h"
+#include "vault/vault.h"
 
 typedef struct dtype_info {
     const char *name;

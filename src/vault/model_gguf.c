@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "smoe/smoe.h"
-#include "model_hdr.h"
-#include "vault.h"
+#include "vault/model_hdr.h"
+#include "vault/vault.h"
 
 #define GGUF_DEFAULT_ALIGN 32u
 #define GGUF_MAX_DIMS 4u

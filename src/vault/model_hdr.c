@@ -11,7 +11,7 @@
 
 #include "smoe/smoe.h"
 #include "alloc.h"
-#include "model_hdr.h"
+#include "vault/model_hdr.h"
 
 int smoe__hdr_fail(smoe__model_hdr *h, int code, const char *fmt, ...)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "smoe/smoe.h"
-#include "model_json.h"
+#include "vault/model_json.h"
 
 #define JSON_DEPTH 8
 

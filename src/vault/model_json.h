@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model_hdr.h"
+#include "vault/model_hdr.h"
 
 typedef struct smoe__jcur {
     const uint8_t *p; /* the JSON text */

@@ -4,8 +4,8 @@
  * tensors' spans ordered and checked against each other and against the
  * data section they must tile.
  */
-#include "model_hdr.h"
-#include "vault.h"
+#include "vault/model_hdr.h"
+#include "vault/vault.h"
 
 int smoe__model_hdr_parse(uint32_t kind, const uint8_t *b, size_t n, uint64_t file_size,
                           smoe__model_hdr *h)

@@ -19,8 +19,8 @@
 
 #include "smoe/smoe.h"
 #include "byteorder.h"
-#include "model_hdr.h"
-#include "model_json.h"
+#include "vault/model_hdr.h"
+#include "vault/model_json.h"
 
 #define ST_HEADER_MAX (100ull << 20)
 #define ST_MAX_DIMS 8

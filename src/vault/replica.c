@@ -17,6 +17,7 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "vault/replica.h"
 #include "platform/dio.h"
 
 uint32_t smoe__read_align(const struct smoe_stream *s, int fd)

@@ -28,6 +28,8 @@
 
 #include "error.h"
 #include "internal.h"
+#include "log.h"
+#include "vault/replica.h"
 #include "platform/park.h"
 
 #define RELAXED memory_order_relaxed

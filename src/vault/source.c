@@ -16,10 +16,11 @@
 #include "platform/dio.h"
 #include "platform/proc.h"
 #include "error.h"
-#include "extent.h"
+#include "vault/extent.h"
 #include "internal.h"
-#include "model_hdr.h"
-#include "source.h"
+#include "log.h"
+#include "vault/model_hdr.h"
+#include "vault/source.h"
 
 /* The share of RLIMIT_NOFILE's soft limit the workers' descriptors may
  * take: the engine needs descriptors too (sockets, its own files, drivers). */

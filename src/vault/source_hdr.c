@@ -19,8 +19,8 @@
 
 #include "alloc.h"
 #include "error.h"
-#include "model_hdr.h"
-#include "source.h"
+#include "vault/model_hdr.h"
+#include "vault/source.h"
 
 /* The first read of a header; doubled until the header is whole. */
 #define FIRST_READ (1u << 16)

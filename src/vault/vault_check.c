@@ -10,7 +10,7 @@
 #include "smoe/smoe.h"
 #include "byteorder.h"
 #include "error.h"
-#include "vault.h"
+#include "vault/vault.h"
 
 int smoe__utf8_valid(const void *str, size_t n)
 {

@@ -12,7 +12,7 @@
 
 #include "byteorder.h"
 #include "hash.h"
-#include "vault.h"
+#include "vault/vault.h"
 
 typedef struct smoe__vhdr {
     uint32_t version, header_size, alignment, component_align;

@@ -13,8 +13,8 @@
 #include "smoe/smoe.h"
 #include "alloc.h"
 #include "error.h"
-#include "vault.h"
-#include "vault_int.h"
+#include "vault/vault.h"
+#include "vault/vault_int.h"
 
 typedef smoe__vhdr header;
 typedef smoe__vregion region;

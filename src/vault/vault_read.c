@@ -25,8 +25,8 @@
 #include "smoe/smoe.h"
 #include "alloc.h"
 #include "error.h"
-#include "vault.h"
-#include "vault_int.h"
+#include "vault/vault.h"
+#include "vault/vault_int.h"
 
 #define DATA_OFFSET ((uint64_t)SMOE__VAULT_ALIGN)
 #define MIN_COMPONENT_ALIGN 256u

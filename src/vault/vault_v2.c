@@ -22,9 +22,9 @@
 #include "smoe/smoe.h"
 #include "alloc.h"
 #include "error.h"
-#include "extent.h"
-#include "vault.h"
-#include "vault_int.h"
+#include "vault/extent.h"
+#include "vault/vault.h"
+#include "vault/vault_int.h"
 
 
 /* ---- header fields and counts ----------------------------------------- */

@@ -28,7 +28,7 @@
 #include "byteorder.h"
 #include "error.h"
 #include "io.h"
-#include "vault.h"
+#include "vault/vault.h"
 
 #define DEFAULT_COMPONENT_ALIGN 256u
 

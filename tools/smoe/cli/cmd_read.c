@@ -19,7 +19,7 @@
 #include "smoe/smoe.h"
 #include "args.h"
 #include "tool.h"
-#include "vault.h"
+#include "smoe_tier.h"
 #include "vault_cmd.h"
 
 static void usage(FILE *f)

@@ -23,12 +23,9 @@
 
 #include <xxhash.h>
 
-#include "byteorder.h"
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
-#include "vault.h"
 
 #define HASH_CHUNK (8u << 20)
 

@@ -20,8 +20,7 @@
 
 #include <xxhash.h>
 
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
 
