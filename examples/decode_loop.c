@@ -452,99 +452,82 @@ static void usage(FILE *f)
                "[--warmup on|wait|off]\n");
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+struct opts {
+    const char *vault, *trace, *warmup;
+    uint32_t tokens, requests, k, workers, slots, idle_ms;
+};
+
+/* 0, or the exit status for a command line that is not valid (2) or a
+ * --help (0, with *help set). */
+static int parse_args(int argc, char **argv, struct opts *a, int *help)
 {
+    *help = 0;
     if (argc >= 2 && !strcmp(argv[1], "--help")) {
         usage(stdout);
+        *help = 1;
         return 0;
     }
     if (argc < 2 || argv[1][0] == '-') {
         usage(stderr);
         return 2;
     }
-    const char *vault = argv[1], *trace = NULL, *warmup = "on";
-    uint32_t tokens = 64, requests = 2, k = 0, workers = 0, slots = 0, idle_ms = 100;
+    *a = (struct opts){.vault = argv[1], .warmup = "on", .tokens = 64, .requests = 2,
+                       .idle_ms = 100};
     for (int i = 2; i < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
         if (i + 1 == argc) {
             fprintf(stderr, "decode_loop: %s needs a value\n", o);
             return 2;
         }
-        if (!strcmp(o, "--tokens")) tokens = parse_opt(o, v, 1, 1u << 30);
-        else if (!strcmp(o, "--requests")) requests = parse_opt(o, v, 1, 1u << 20);
-        else if (!strcmp(o, "--top-k")) k = parse_opt(o, v, 1, MAX_K);
-        else if (!strcmp(o, "--workers")) workers = parse_opt(o, v, 1, 1024);
-        else if (!strcmp(o, "--slots")) slots = parse_opt(o, v, 1, 1u << 20);
-        else if (!strcmp(o, "--idle-ms")) idle_ms = parse_opt(o, v, 0, 60000);
-        else if (!strcmp(o, "--trace")) trace = v;
+        if (!strcmp(o, "--tokens")) a->tokens = parse_opt(o, v, 1, 1u << 30);
+        else if (!strcmp(o, "--requests")) a->requests = parse_opt(o, v, 1, 1u << 20);
+        else if (!strcmp(o, "--top-k")) a->k = parse_opt(o, v, 1, MAX_K);
+        else if (!strcmp(o, "--workers")) a->workers = parse_opt(o, v, 1, 1024);
+        else if (!strcmp(o, "--slots")) a->slots = parse_opt(o, v, 1, 1u << 20);
+        else if (!strcmp(o, "--idle-ms")) a->idle_ms = parse_opt(o, v, 0, 60000);
+        else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--warmup") &&
-                 (!strcmp(v, "on") || !strcmp(v, "wait") || !strcmp(v, "off"))) warmup = v;
+                 (!strcmp(v, "on") || !strcmp(v, "wait") || !strcmp(v, "off"))) a->warmup = v;
         else {
             fprintf(stderr, "decode_loop: unknown option %s\n", o);
             usage(stderr);
             return 2;
         }
     }
-    if (smoe_version_number() / 10000 != SMOE_VERSION_MAJOR) {
-        fprintf(stderr, "decode_loop: built for libsmoe_stream %s, running %s\n",
-                SMOE_VERSION_STRING, smoe_version_string());
-        return 1;
-    }
+    return 0;
+}
 
-    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
-    o.workers = workers;
-    o.ring_slots = slots;
-    o.top_k = k;
-    o.flags = SMOE_OPEN_ALLOW_BUFFERED;
-    smoe_stream *s;
-    int r = smoe_open(vault, &o, &s);
-    if (r < 0)
-        die("open", r);
-    smoe_vault_info vi = SMOE_VAULT_INFO_INIT;
-    if ((r = smoe_vault_info_get(s, &vi)) < 0)
-        die("vault info", r);
-    if (!k)
-        k = vi.top_k ? vi.top_k : 4;
-    if (k > vi.experts) {
-        fprintf(stderr, "decode_loop: top-k %u is over the vault's %u experts per layer\n", k,
-                vi.experts);
-        return 1;
-    }
-    struct router rt;
-    memset(&rt, 0, sizeof rt);
-    rt.layers = vi.layers;
-    rt.experts = vi.experts;
-    rt.k = k;
-    if (trace)
-        router_open_trace(&rt, trace);
-    else
-        router_synthetic(&rt, tokens, requests);
+/* What the decode did: tokens, requests, busy time, the dot products' sum. */
+struct tally {
+    uint64_t done, nreq;
+    double busy_s, dot_sum;
+};
 
-    /* Start-up: fill the ring with the likeliest experts at the drive's
-     * speed. It returns at once; demand reads go first at every chunk. */
-    if (strcmp(warmup, "off") && (r = smoe_warmup(s, NULL)) < 0)
-        die("warmup", r);
-    if (!strcmp(warmup, "wait") && (r = smoe_warmup_wait(s, UINT64_MAX)) < 0)
-        die("warmup wait", r);
-
-    double busy_s = 0, t0 = now_s(), dot_sum = 0;
-    uint64_t done = 0, nreq = 1, last_token = 0;
+/* The decode: each step's experts prefetched (demand, then speculative),
+ * claimed and computed on; between requests the stream is idle. */
+static void decode(smoe_stream *s, struct router *rt, uint32_t idle_ms, struct tally *t)
+{
+    int r;
+    double t0 = now_s();
+    uint64_t last_token = 0;
     struct step st;
+    *t = (struct tally){.nreq = 1};
     if ((r = smoe_set_busy(s, 1)) < 0) /* a request: demand owns the disk */
         die("set_busy", r);
-    for (int first = 1; route(&rt, &st); first = 0) {
+    for (int first = 1; route(rt, &st); first = 0) {
         if (!first && st.token != last_token)
-            done++;
+            t->done++;
         last_token = st.token;
         if (st.new_request) { /* between requests: idle, pre-warm may run */
-            busy_s += now_s() - t0;
+            t->busy_s += now_s() - t0;
             if ((r = smoe_set_busy(s, 0)) < 0)
                 die("set_busy", r);
             sleep_ms(idle_ms);
             if ((r = smoe_set_busy(s, 1)) < 0)
                 die("set_busy", r);
             t0 = now_s();
-            nreq++;
+            t->nreq++;
         }
         for (uint32_t i = 0; i < st.n; i++)
             if ((r = smoe_prefetch(s, st.layer, st.ex[i], SMOE_PREFETCH_DEMAND)) < 0)
@@ -552,21 +535,26 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < st.nspec; i++) /* SMOE_SKIPPED is fine: a bet */
             if ((r = smoe_prefetch(s, st.layer, st.spec[i], SMOE_PREFETCH_SPECULATIVE)) < 0)
                 die("speculative prefetch", r);
-        dot_sum += run_step(s, &st);
+        t->dot_sum += run_step(s, &st);
     }
-    done++; /* the last token */
-    busy_s += now_s() - t0;
+    t->done++; /* the last token */
+    t->busy_s += now_s() - t0;
     if ((r = smoe_set_busy(s, 0)) < 0)
         die("set_busy", r);
+}
 
+static void print_summary(smoe_stream *s, const smoe_vault_info *vi, uint32_t k,
+                          const struct tally *t)
+{
+    int r;
     smoe_stats sts = SMOE_STATS_INIT;
     if ((r = smoe_get_stats(s, &sts)) < 0)
         die("stats", r);
     uint64_t demand = sts.hits + sts.joins + sts.misses;
     printf("decode_loop: %llu tokens in %llu requests x %u layers x top-%u in %.2f s "
            "(idle gaps excluded): %.1f tokens/s\n",
-           (unsigned long long)done, (unsigned long long)nreq, vi.layers, k, busy_s,
-           (double)done / busy_s);
+           (unsigned long long)t->done, (unsigned long long)t->nreq, vi->layers, k, t->busy_s,
+           (double)t->done / t->busy_s);
     printf("  hit rate %.3f (%llu hits, %llu joins, %llu misses), %llu evictions\n",
            demand ? (double)sts.hits / (double)demand : 0.0, (unsigned long long)sts.hits,
            (unsigned long long)sts.joins, (unsigned long long)sts.misses,
@@ -586,18 +574,69 @@ int main(int argc, char **argv)
                (double)sts.warmup_bytes / 1048576.0, (double)sts.warmup_ns / 1e9,
                (double)sts.warmup_bytes_per_s / 1e9, sts.warmup_running ? ", still running" : "");
     printf("  waiting in claim: %.3f s total, %.3f ms per token\n",
-           (double)sts.claim_wait_ns / 1e9, (double)sts.claim_wait_ns / 1e6 / (double)done);
+           (double)sts.claim_wait_ns / 1e9, (double)sts.claim_wait_ns / 1e6 / (double)t->done);
     /* smoe gen's vaults (arch "synthetic") hold random bytes, not weights:
      * their sum says only that every byte was read. */
     const char *arch = smoe_meta_get(s, "arch");
     printf("  computed on %.1f MiB of claimed weights: dot products summing to %.3g%s\n",
-           (double)bytes_computed / 1048576.0, dot_sum,
+           (double)bytes_computed / 1048576.0, t->dot_sum,
            arch && !strcmp(arch, "synthetic") ? " (random bytes from smoe gen: the sum shows "
                                                 "only that every byte was read)" : "");
+}
+
+int main(int argc, char **argv)
+{
+    struct opts a;
+    int help, r = parse_args(argc, argv, &a, &help);
+    if (r || help)
+        return r;
+    if (smoe_version_number() / 10000 != SMOE_VERSION_MAJOR) {
+        fprintf(stderr, "decode_loop: built for libsmoe_stream %s, running %s\n",
+                SMOE_VERSION_STRING, smoe_version_string());
+        return 1;
+    }
+
+    smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
+    o.workers = a.workers;
+    o.ring_slots = a.slots;
+    o.top_k = a.k;
+    o.flags = SMOE_OPEN_ALLOW_BUFFERED;
+    smoe_stream *s;
+    if ((r = smoe_open(a.vault, &o, &s)) < 0)
+        die("open", r);
+    smoe_vault_info vi = SMOE_VAULT_INFO_INIT;
+    if ((r = smoe_vault_info_get(s, &vi)) < 0)
+        die("vault info", r);
+    uint32_t k = a.k ? a.k : vi.top_k ? vi.top_k : 4;
+    if (k > vi.experts) {
+        fprintf(stderr, "decode_loop: top-k %u is over the vault's %u experts per layer\n", k,
+                vi.experts);
+        return 1;
+    }
+    struct router rt;
+    memset(&rt, 0, sizeof rt);
+    rt.layers = vi.layers;
+    rt.experts = vi.experts;
+    rt.k = k;
+    if (a.trace)
+        router_open_trace(&rt, a.trace);
+    else
+        router_synthetic(&rt, a.tokens, a.requests);
+
+    /* Start-up: fill the ring with the likeliest experts at the drive's
+     * speed. It returns at once; demand reads go first at every chunk. */
+    if (strcmp(a.warmup, "off") && (r = smoe_warmup(s, NULL)) < 0)
+        die("warmup", r);
+    if (!strcmp(a.warmup, "wait") && (r = smoe_warmup_wait(s, UINT64_MAX)) < 0)
+        die("warmup wait", r);
+
+    struct tally t;
+    decode(s, &rt, a.idle_ms, &t);
+    print_summary(s, &vi, k, &t);
     if ((r = smoe_close(s)) < 0)
         die("close", r);
     if (rt.trace && fclose(rt.trace) != 0) {
-        fprintf(stderr, "decode_loop: %s: %s\n", trace, strerror(errno));
+        fprintf(stderr, "decode_loop: %s: %s\n", a.trace, strerror(errno));
         return 1;
     }
     free(rt.cdf);

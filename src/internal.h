@@ -8,7 +8,7 @@
  * instant). They also read the clock (smoe__now_ns: clock_gettime with
  * CLOCK_MONOTONIC, when a load is queued, upgraded or lands, and in
  * smoe_claim_wait): on Linux the vDSO serves it without entering the
- * kernel, and on macOS the commpage does; test_harden_protocol's
+ * kernel, and on macOS the commpage does; test_hot_path's
  * item05_hot_path_system_calls runs the hot path with the clock's system
  * call forbidden. A direct read the kernel returns cut off an alignment
  * boundary (end of file, or a device that returns partial reads) also costs
@@ -60,7 +60,7 @@
  * Test seams: a test may install a function that the library calls at
  * chosen points of the hot path, to pause a thread there or to run code
  * between two of its steps, which makes races deterministic
- * (tests/test_harden_protocol.c). Outside tests the pointer is NULL: each
+ * (tests/test_hot_path.c). Outside tests the pointer is NULL: each
  * point costs a relaxed load and a branch that is never taken. a and b
  * depend on the point.
  */

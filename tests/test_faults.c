@@ -311,7 +311,7 @@ static void short_reads_everywhere(void **state)
 /* Direct reads the table cuts to 100 bytes: where O_DIRECT is real the
  * kernel refuses such a request (EINVAL), a definite error, never wrong
  * bytes. (A read the kernel itself returns cut short goes on from the last
- * aligned boundary: test_harden_read, item 18.) */
+ * aligned boundary: test_read_errors.) */
 static void misaligned_short_direct_read(void **state)
 {
     (void)state;

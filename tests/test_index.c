@@ -82,7 +82,7 @@ static int run_index(const char *source, const char *out, int no_hash, const cha
 {
     pack_patterns ps;
     assert_int_equal(pack_patterns_init(&ps), 0);
-    pack_index_opts o = {out, scout, no_hash, 0, NULL};
+    pack_index_opts o = {out, scout, no_hash, 0, NULL, 0};
     pack_index_result r;
     int rc = pack_index_run(source, &ps, &o, &r);
     pack_patterns_free(&ps);
@@ -462,7 +462,7 @@ static void test_index_user_pattern(void **state)
     assert_int_equal(fx_write_st(path("odd.safetensors"), &m, 0, m.n, NULL), 0);
     pack_patterns ps;
     assert_int_equal(pack_patterns_init(&ps), 0);
-    pack_index_opts o = {path("m.smoe"), NULL, 0, 0, NULL};
+    pack_index_opts o = {path("m.smoe"), NULL, 0, 0, NULL, 0};
     pack_index_result r;
     expect_msg(pack_index_run(path("odd.safetensors"), &ps, &o, &r), SMOE_ENOENT,
                "no expert tensors", NULL);
@@ -970,7 +970,7 @@ static void test_index_scout(void **state)
     pack_patterns ps;
     assert_int_equal(pack_patterns_init(&ps), 0);
     volatile sig_atomic_t stop = 1;
-    pack_index_opts o = {path("n.smoe"), path("n.scout"), 0, 0, &stop};
+    pack_index_opts o = {path("n.smoe"), path("n.scout"), 0, 0, &stop, 0};
     pack_index_result r;
     assert_int_equal(pack_index_run(path("model.safetensors"), &ps, &o, &r), SMOE_ESHUTDOWN);
     pack_patterns_free(&ps);

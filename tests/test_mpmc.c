@@ -4,7 +4,8 @@
  * stress in which every item arrives exactly once and each producer's items
  * arrive in the order it pushed them; room reservations: producers that
  * reserve room before each push, while consumers give it back after each
- * pop, never see a push fail, on a queue of 2 cells wrapping constantly.
+ * pop, never see a push fail, on a queue of 2 cells wrapping constantly;
+ * positions across size_t wrap-around and across 2^63.
  *
  * Stress shape (after concurrencykit's ring validator): all threads start
  * behind a barrier; each producer stamps items with its id and its own
@@ -281,6 +282,50 @@ static void reserved_push_never_fails(void **state)
     smoe__mpmc_free(&st.q);
 }
 
+/*
+ * Positions across size_t wrap-around and across 2^63 (no signed overflow:
+ * UBSan in CI stage 2): every round pushes and pops in FIFO order, a full
+ * queue refuses one more push and an empty one pops nothing.
+ */
+
+static void set_positions(smoe__mpmc *q, size_t base)
+{
+    atomic_store(&q->enq_pos, base);
+    atomic_store(&q->deq_pos, base);
+    for (size_t p = base, i = 0; i <= q->mask; i++, p++)
+        atomic_store(&q->cells[p & q->mask].seq, p);
+}
+
+static void wrap_at(size_t base)
+{
+    smoe__mpmc q;
+    assert_int_equal(smoe__mpmc_init(&q, 4), 0);
+    set_positions(&q, base);
+    uint32_t next_in = 0, next_out = 0;
+    for (int round = 0; round < 40; round++) {
+        unsigned k = 1 + (unsigned)round % 4;
+        for (unsigned i = 0; i < k; i++, next_in++)
+            assert_int_equal(smoe__mpmc_push(&q, (smoe__req){next_in, next_in}), 1);
+        if (k == 4)
+            assert_int_equal(smoe__mpmc_push(&q, (smoe__req){0, 0}), 0); /* exactly full */
+        for (unsigned i = 0; i < k; i++, next_out++) {
+            smoe__req r;
+            assert_int_equal(smoe__mpmc_pop(&q, &r), 1);
+            assert_int_equal(r.slot, next_out);
+        }
+        smoe__req r;
+        assert_int_equal(smoe__mpmc_pop(&q, &r), 0);
+    }
+    smoe__mpmc_free(&q);
+}
+
+static void mpmc_positions_wrap(void **state)
+{
+    (void)state;
+    wrap_at(SIZE_MAX - 5);
+    wrap_at((SIZE_MAX >> 1) - 5); /* across 2^63: the signed difference */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +334,7 @@ int main(void)
         cmocka_unit_test(mpmc_stress_tiny_queue),
         cmocka_unit_test(reservations_single_thread),
         cmocka_unit_test(reserved_push_never_fails),
+        cmocka_unit_test(mpmc_positions_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
- * test_region_generic.c - on a system the library does not know (the
- * generic platform files), a shareable region is refused with -ENOTSUP and
+ * Description: the ring's region on a system the library does not know (the
+ * generic platform files): a shareable region is refused with -ENOTSUP and
  * leaves nothing behind; a private one still maps.
  */
 #include <errno.h>

@@ -88,17 +88,11 @@ static int writer_fail(smoe_writer *w, const char *what, int rc)
     return rc;
 }
 
-int moe_pack(const char *path, const moe_model *m)
+/* The blob's layout: the MOE_NMAT matrices in order, each aligned. Returns
+ * the blob's size. */
+static uint64_t blob_layout(smoe_component c[MOE_NMAT])
 {
-    if (!m->layers || !m->experts || m->experts > MOE_MAX_EXPERTS || !m->top_k ||
-        m->top_k > m->experts || m->top_k > MOE_MAX_TOP_K) {
-        fprintf(stderr, "moe_pack: %u layers x %u experts, top-%u: expected at least one "
-                "layer, 1..%u experts and top-k 1..min(experts, %u)\n", m->layers, m->experts,
-                m->top_k, MOE_MAX_EXPERTS, MOE_MAX_TOP_K);
-        return SMOE_EINVAL;
-    }
-    smoe_component c[MOE_NMAT];
-    memset(c, 0, sizeof c);
+    memset(c, 0, sizeof(smoe_component) * MOE_NMAT);
     uint64_t off = 0;
     for (uint32_t i = 0; i < MOE_NMAT; i++) {
         snprintf(c[i].name, sizeof c[i].name, "%s", moe_mat_name[i]);
@@ -110,26 +104,17 @@ int moe_pack(const char *path, const moe_model *m)
         c[i].nbytes = (uint64_t)mat_rows[i] * mat_cols[i] * 2;
         off = (off + c[i].nbytes + ALIGN - 1) / ALIGN * ALIGN;
     }
-    uint64_t blob_bytes = c[MOE_NMAT - 1].offset + c[MOE_NMAT - 1].nbytes;
+    return c[MOE_NMAT - 1].offset + c[MOE_NMAT - 1].nbytes;
+}
 
-    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
-    wo.layers = m->layers;
-    wo.experts = m->experts;
-    wo.component_align = ALIGN;
-    smoe_writer *w = NULL;
-    int rc = smoe_writer_open(path, &wo, &w);
-    if (rc < 0) {
-        fprintf(stderr, "moe_pack: %s (%s)\n", smoe_last_error(), smoe_err_name(rc));
-        return rc;
-    }
-    uint32_t layout;
+/* The model's metadata. On failure the writer is aborted. */
+static int write_meta(smoe_writer *w, const moe_model *m)
+{
     char top_k[16], seed[32], hidden[16], ffn[16];
     snprintf(top_k, sizeof top_k, "%u", m->top_k);
     snprintf(seed, sizeof seed, "%" PRIu64, m->seed);
     snprintf(hidden, sizeof hidden, "%u", MOE_HIDDEN);
     snprintf(ffn, sizeof ffn, "%u", MOE_FFN);
-    if ((rc = smoe_writer_add_layout(w, c, MOE_NMAT, &layout)) < 0)
-        return writer_fail(w, "add layout", rc);
     const char *meta[][2] = {
         {"model", "synthetic-moe-qwen3-30b-a3b-expert-shapes"},
         {"arch", "qwen3_moe"},
@@ -139,17 +124,24 @@ int moe_pack(const char *path, const moe_model *m)
         {"hidden_size", hidden},
         {"moe_intermediate_size", ffn},
     };
+    int rc;
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++)
         if ((rc = smoe_writer_set_meta(w, meta[i][0], meta[i][1])) < 0)
             return writer_fail(w, "set metadata", rc);
+    return 0;
+}
 
+/* Every expert's blob, layer by layer. On failure the writer is aborted. */
+static int write_blobs(smoe_writer *w, const char *path, const moe_model *m,
+                       const smoe_component c[MOE_NMAT], uint32_t layout, uint64_t blob_bytes)
+{
     uint16_t *blob = calloc(1, (size_t)blob_bytes);
     if (!blob) {
         smoe_writer_abort(w);
         fprintf(stderr, "moe_pack: out of memory for a %" PRIu64 "-byte blob\n", blob_bytes);
         return SMOE_ENOMEM;
     }
-    int tty = isatty(STDERR_FILENO); /* progress only where someone watches */
+    int rc, tty = isatty(STDERR_FILENO); /* progress only where someone watches */
     for (uint32_t l = 0; l < m->layers; l++) {
         for (uint32_t e = 0; e < m->experts; e++) {
             for (uint32_t i = 0; i < MOE_NMAT; i++)
@@ -166,6 +158,36 @@ int moe_pack(const char *path, const moe_model *m)
                     l + 1 == m->layers ? "\n" : "");
     }
     free(blob);
+    return 0;
+}
+
+int moe_pack(const char *path, const moe_model *m)
+{
+    if (!m->layers || !m->experts || m->experts > MOE_MAX_EXPERTS || !m->top_k ||
+        m->top_k > m->experts || m->top_k > MOE_MAX_TOP_K) {
+        fprintf(stderr, "moe_pack: %u layers x %u experts, top-%u: expected at least one "
+                "layer, 1..%u experts and top-k 1..min(experts, %u)\n", m->layers, m->experts,
+                m->top_k, MOE_MAX_EXPERTS, MOE_MAX_TOP_K);
+        return SMOE_EINVAL;
+    }
+    smoe_component c[MOE_NMAT];
+    uint64_t blob_bytes = blob_layout(c);
+
+    smoe_writer_opts wo = SMOE_WRITER_OPTS_INIT;
+    wo.layers = m->layers;
+    wo.experts = m->experts;
+    wo.component_align = ALIGN;
+    smoe_writer *w = NULL;
+    int rc = smoe_writer_open(path, &wo, &w);
+    if (rc < 0) {
+        fprintf(stderr, "moe_pack: %s (%s)\n", smoe_last_error(), smoe_err_name(rc));
+        return rc;
+    }
+    uint32_t layout;
+    if ((rc = smoe_writer_add_layout(w, c, MOE_NMAT, &layout)) < 0)
+        return writer_fail(w, "add layout", rc);
+    if ((rc = write_meta(w, m)) < 0 || (rc = write_blobs(w, path, m, c, layout, blob_bytes)) < 0)
+        return rc;
     if ((rc = smoe_writer_finish(w)) < 0) {
         fprintf(stderr, "moe_pack: finish: %s (%s)\n", smoe_last_error(), smoe_err_name(rc));
         return rc;

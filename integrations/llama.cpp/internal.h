@@ -113,6 +113,7 @@ struct smoe_llama {
     smoe_llama_stats st;
 };
 
+/* base.c: the error record (h->err, and the log callback), and the clock */
 int sl_fail(smoe_llama *h, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t sl_now_ns(void);

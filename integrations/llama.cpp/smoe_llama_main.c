@@ -383,133 +383,143 @@ static int write_stats_json(smoe_llama *h, const char *path)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* OpenMP workers spin while the eval callback waits for a read; its runtime
+ * reads OMP_WAIT_POLICY when it loads, so set it and start again. Stock
+ * runs keep llama.cpp's default. */
+static void restart_with_passive_wait(const args *a, char **argv)
 {
-    double t_start = now_s();
-    args a;
-    parse(argc, argv, &a);
-    verbose_log = a.verbose;
-    warn_log = a.stats;
-    /* OpenMP workers spin while the eval callback waits for a read; its
-     * runtime reads OMP_WAIT_POLICY when it loads, so set it and start
-     * again. Stock runs keep llama.cpp's default. */
-    if (!a.resident && !getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        execv("/proc/self/exe", argv);
-        fprintf(stderr, "smoe-llama: warning: cannot restart with OMP_WAIT_POLICY=passive: %s\n",
-                strerror(errno));
-    }
-    llama_log_set(log_cb, NULL);
-    llama_backend_init();
+    if (a->resident || getenv("OMP_WAIT_POLICY"))
+        return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "smoe-llama: warning: cannot restart with OMP_WAIT_POLICY=passive: %s\n",
+            strerror(errno));
+}
 
-    smoe_llama *h = NULL;
-    if (a.resident && a.replay) {
-        smoe_llama_opts o = SMOE_LLAMA_OPTS_INIT;
-        o.replay_trace = a.replay;
-        if (smoe_llama_open(a.model, NULL, &o, &h) < 0) {
-            fprintf(stderr, "smoe-llama: %s\n", smoe_llama_open_error());
-            return 1;
-        }
-    } else if (!a.resident) {
-        smoe_llama_opts o = SMOE_LLAMA_OPTS_INIT;
-        o.ring_slots = a.ring_slots;
-        o.workers = a.workers;
-        o.verify = a.verify ? SMOE_VERIFY_ON : SMOE_VERIFY_DEFAULT;
-        o.flags = (a.keep_pages ? SMOE_LLAMA_KEEP_PAGES : 0) | (a.map ? SMOE_LLAMA_MAP : 0) |
-                  (a.lookahead ? SMOE_LLAMA_LOOKAHEAD : 0);
-        o.replay_trace = a.replay;
-        o.log_fn = smoe_log;
-        if (smoe_llama_open(a.model, a.vault, &o, &h) < 0) {
-            fprintf(stderr, "smoe-llama: %s\n", smoe_llama_open_error());
-            return 1;
-        }
+/* The stream, or none for a stock run without a trace. 0, or -1 with the
+ * reason printed. */
+static int open_stream(const args *a, smoe_llama **h)
+{
+    *h = NULL;
+    if (a->resident && !a->replay)
+        return 0;
+    smoe_llama_opts o = SMOE_LLAMA_OPTS_INIT;
+    o.replay_trace = a->replay;
+    if (a->resident) { /* stock llama.cpp routed by the trace: no vault */
+        if (smoe_llama_open(a->model, NULL, &o, h) < 0)
+            goto fail;
+        return 0;
     }
+    o.ring_slots = a->ring_slots;
+    o.workers = a->workers;
+    o.verify = a->verify ? SMOE_VERIFY_ON : SMOE_VERIFY_DEFAULT;
+    o.flags = (a->keep_pages ? SMOE_LLAMA_KEEP_PAGES : 0) | (a->map ? SMOE_LLAMA_MAP : 0) |
+              (a->lookahead ? SMOE_LLAMA_LOOKAHEAD : 0);
+    o.log_fn = smoe_log;
+    if (smoe_llama_open(a->model, a->vault, &o, h) < 0)
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "smoe-llama: %s\n", smoe_llama_open_error());
+    return -1;
+}
 
+/* The model, loaded and attached to the stream; NULL with the reason
+ * printed. */
+static struct llama_model *load_model(const args *a, smoe_llama *h)
+{
     struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = a.n_gpu_layers;
+    mp.n_gpu_layers = a->n_gpu_layers;
     mp.use_extra_bufts = false;
     struct llama_model_tensor_buft_override cpu_moe[2] = {
         {"\\.ffn_(up|down|gate|gate_up)_exps", ggml_backend_cpu_buffer_type()}, {NULL, NULL}};
-    if (a.cpu_moe)
+    if (a->cpu_moe)
         mp.tensor_buft_overrides = cpu_moe;
-    if (a.no_mmap)
+    if (a->no_mmap)
         mp.load_mode = LLAMA_LOAD_MODE_NONE;
     if (h)
         smoe_llama_model_params(h, &mp);
-    struct llama_model *model = llama_model_load_from_file(a.model, mp);
+    struct llama_model *model = llama_model_load_from_file(a->model, mp);
     if (!model) {
         fprintf(stderr, "smoe-llama: %s: llama.cpp cannot load the model (--verbose shows "
-                "why)\n", a.model);
-        smoe_llama_close(h);
-        return 1;
+                "why)\n", a->model);
+        return NULL;
     }
     if (h && smoe_llama_attach(h, model) < 0) {
         fprintf(stderr, "smoe-llama: %s\n", smoe_llama_error(h));
         llama_model_free(model);
-        smoe_llama_close(h);
-        return 1;
+        return NULL;
     }
-    const struct llama_vocab *vocab = llama_model_get_vocab(model);
-    llama_token *prompt = NULL;
-    int n_prompt = a.prompt_tokens ? parse_tokens(a.prompt_tokens, &prompt, vocab)
-                                   : tokenize(a.prompt, &prompt, vocab, a.model);
-    if (n_prompt <= 0) {
-        llama_model_free(model);
-        smoe_llama_close(h);
-        return 2;
-    }
+    return model;
+}
 
+static struct llama_context *make_context(const args *a, smoe_llama *h,
+                                          struct llama_model *model, int n_prompt)
+{
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)(a.ctx ? a.ctx : n_prompt + a.n_predict + 1);
-    cp.n_batch = (uint32_t)(a.batch ? a.batch : (n_prompt > 512 ? n_prompt : 512));
-    cp.n_ubatch = (uint32_t)a.ubatch;
-    if (a.threads)
-        cp.n_threads = cp.n_threads_batch = a.threads;
+    cp.n_ctx = (uint32_t)(a->ctx ? a->ctx : n_prompt + a->n_predict + 1);
+    cp.n_batch = (uint32_t)(a->batch ? a->batch : (n_prompt > 512 ? n_prompt : 512));
+    cp.n_ubatch = (uint32_t)a->ubatch;
+    if (a->threads)
+        cp.n_threads = cp.n_threads_batch = a->threads;
     cp.no_perf = true;
     if (h)
         smoe_llama_context_params(h, &cp);
     struct llama_context *ctx = llama_init_from_model(model, cp);
-    if (!ctx) {
+    if (!ctx)
         fprintf(stderr, "smoe-llama: cannot create the llama.cpp context\n");
-        llama_model_free(model);
-        smoe_llama_close(h);
-        return 1;
-    }
-    double t_loaded = now_s();
+    return ctx;
+}
 
+static struct llama_sampler *make_sampler(const args *a)
+{
     struct llama_sampler *smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
-    if (a.temp <= 0) {
+    if (a->temp <= 0) {
         llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
     } else {
-        llama_sampler_chain_add(smpl, llama_sampler_init_top_k(a.top_k));
-        llama_sampler_chain_add(smpl, llama_sampler_init_top_p(a.top_p, 1));
-        llama_sampler_chain_add(smpl, llama_sampler_init_temp(a.temp));
-        llama_sampler_chain_add(smpl, llama_sampler_init_dist(a.seed));
+        llama_sampler_chain_add(smpl, llama_sampler_init_top_k(a->top_k));
+        llama_sampler_chain_add(smpl, llama_sampler_init_top_p(a->top_p, 1));
+        llama_sampler_chain_add(smpl, llama_sampler_init_temp(a->temp));
+        llama_sampler_chain_add(smpl, llama_sampler_init_dist(a->seed));
     }
+    return smpl;
+}
 
-    int rc = 0, n_gen = 0;
-    llama_token *gen = malloc(sizeof *gen * (size_t)(a.n_predict + 1));
-    double t_first = 0, t_gen0 = 0;
-    int dr = decode_prompt(ctx, prompt, n_prompt, a.logits_out, llama_vocab_n_tokens(vocab),
-                           &rc);
+/* One run's tokens and times. */
+typedef struct run {
+    llama_token *prompt, *gen;
+    int n_prompt, n_gen;
+    double t_start, t_loaded, t_first, t_gen0, t_end;
+} run;
+
+/* Decodes the prompt, then samples and prints up to n_predict tokens. 0, or
+ * 1 with the reason printed. */
+static int generate(const args *a, smoe_llama *h, struct llama_context *ctx,
+                    struct llama_sampler *smpl, run *r)
+{
+    const struct llama_vocab *vocab = llama_model_get_vocab(llama_get_model(ctx));
+    int rc = 0;
+    r->gen = malloc(sizeof *r->gen * (size_t)(a->n_predict + 1));
+    int dr = decode_prompt(ctx, r->prompt, r->n_prompt, a->logits_out,
+                           llama_vocab_n_tokens(vocab), &rc);
     char piece[256];
-    while (dr == 0 && rc == 0 && n_gen < a.n_predict) {
+    while (dr == 0 && rc == 0 && r->n_gen < a->n_predict) {
         llama_token tok = llama_sampler_sample(smpl, ctx, -1);
-        if (n_gen == 0)
-            t_first = t_gen0 = now_s();
-        gen[n_gen++] = tok;
+        if (r->n_gen == 0)
+            r->t_first = r->t_gen0 = now_s();
+        r->gen[r->n_gen++] = tok;
         int pn = llama_vocab_type(vocab) == LLAMA_VOCAB_TYPE_NONE
                      ? 0 : llama_token_to_piece(vocab, tok, piece, sizeof piece, 0, true);
         if (pn > 0)
             fwrite(piece, 1, (size_t)pn, stdout);
-        if (!a.ignore_eos && llama_vocab_is_eog(vocab, tok))
+        if (!a->ignore_eos && llama_vocab_is_eog(vocab, tok))
             break;
-        if (n_gen == a.n_predict)
+        if (r->n_gen == a->n_predict)
             break;
-        struct llama_batch one = llama_batch_get_one(&gen[n_gen - 1], 1);
+        struct llama_batch one = llama_batch_get_one(&r->gen[r->n_gen - 1], 1);
         dr = llama_decode(ctx, one);
     }
-    double t_end = now_s();
+    r->t_end = now_s();
     fputc('\n', stdout);
     if (dr != 0) {
         const char *why = h ? smoe_llama_error(h) : NULL;
@@ -517,22 +527,71 @@ int main(int argc, char **argv)
                 why ? why : "");
         rc = 1;
     }
-    if (a.print_ids)
-        for (int i = 0; i < n_gen; i++)
-            printf("%d\n", gen[i]);
+    return rc;
+}
+
+/* The token ids, the times and the streaming counters asked for. 0, or 1
+ * when the JSON file could not be written. */
+static int report(const args *a, smoe_llama *h, const run *r)
+{
+    if (a->print_ids)
+        for (int i = 0; i < r->n_gen; i++)
+            printf("%d\n", r->gen[i]);
     fflush(stdout);
-    double decode_s = n_gen > 1 ? t_end - t_gen0 : 0;
+    double decode_s = r->n_gen > 1 ? r->t_end - r->t_gen0 : 0;
     fprintf(stderr, "smoe-llama: %s: load %.3f s, prompt %d tokens, first token %.3f s after "
-            "start, %d generated, decode %.2f tokens/s\n", a.resident ? "resident" : "streamed",
-            t_loaded - t_start, n_prompt, t_first ? t_first - t_start : 0.0, n_gen,
-            decode_s > 0 ? (double)(n_gen - 1) / decode_s : 0.0);
-    if (h && !a.resident && a.stats)
+            "start, %d generated, decode %.2f tokens/s\n", a->resident ? "resident" : "streamed",
+            r->t_loaded - r->t_start, r->n_prompt, r->t_first ? r->t_first - r->t_start : 0.0,
+            r->n_gen, decode_s > 0 ? (double)(r->n_gen - 1) / decode_s : 0.0);
+    if (h && !a->resident && a->stats)
         print_stats(h);
-    if (h && !a.resident && a.stats_json && write_stats_json(h, a.stats_json) < 0)
+    if (h && !a->resident && a->stats_json && write_stats_json(h, a->stats_json) < 0)
+        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    run r = {.t_start = now_s()};
+    args a;
+    parse(argc, argv, &a);
+    verbose_log = a.verbose;
+    warn_log = a.stats;
+    restart_with_passive_wait(&a, argv);
+    llama_log_set(log_cb, NULL);
+    llama_backend_init();
+
+    smoe_llama *h;
+    if (open_stream(&a, &h) < 0)
+        return 1;
+    struct llama_model *model = load_model(&a, h);
+    if (!model) {
+        smoe_llama_close(h);
+        return 1;
+    }
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    r.n_prompt = a.prompt_tokens ? parse_tokens(a.prompt_tokens, &r.prompt, vocab)
+                                 : tokenize(a.prompt, &r.prompt, vocab, a.model);
+    if (r.n_prompt <= 0) {
+        llama_model_free(model);
+        smoe_llama_close(h);
+        return 2;
+    }
+    struct llama_context *ctx = make_context(&a, h, model, r.n_prompt);
+    if (!ctx) {
+        llama_model_free(model);
+        smoe_llama_close(h);
+        return 1;
+    }
+    r.t_loaded = now_s();
+
+    struct llama_sampler *smpl = make_sampler(&a);
+    int rc = generate(&a, h, ctx, smpl, &r);
+    if (report(&a, h, &r))
         rc = 1;
     llama_sampler_free(smpl);
-    free(gen);
-    free(prompt);
+    free(r.gen);
+    free(r.prompt);
     llama_free(ctx);
     llama_model_free(model);
     smoe_llama_close(h);

@@ -36,7 +36,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,24 +46,6 @@
 
 #define TOPK_NAME "ffn_moe_topk-"
 #define MAX_ROW 512 /* ids per row read at once from a non-host tensor */
-
-uint64_t sl_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-int sl_fail(smoe_llama *h, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(h->err, sizeof h->err, fmt, ap);
-    va_end(ap);
-    if (h->log_fn)
-        h->log_fn(h->log_user, SMOE_LOG_ERROR, h->err);
-    return code;
-}
 
 /* Another layer's experts are about to take the staged experts' place:
  * unmap the ring pages of those mapped and release their claims (in that

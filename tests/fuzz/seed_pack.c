@@ -66,7 +66,7 @@ static int seed_index(const char *tmp, const char *dir, const char *name, const 
 {
     char vault[4200], p[4200];
     snprintf(vault, sizeof vault, "%s/seed.smoe", tmp);
-    pack_index_opts o = {vault, NULL, no_hash, 0, NULL};
+    pack_index_opts o = {vault, NULL, no_hash, 0, NULL, 0};
     pack_index_result r;
     if (pack_index_run(source, NULL, &o, &r) < 0) {
         fprintf(stderr, "%s: %s\n", name, smoe_last_error());

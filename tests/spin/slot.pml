@@ -60,8 +60,8 @@
  * outside the ROOM configuration (their queues never fill: asserted),
  * which error code a failed read reports (err is 0 or the key and gen of
  * the load that failed), the fault record (its seqlock keeps a copy of
- * one failure: tests/test_review_protocol.c f5), and memory orders (spin
- * explores sequentially consistent interleavings).
+ * one failure: tests/test_slot_races.c, error_and_fault_of_one_failure),
+ * and memory orders (spin explores sequentially consistent interleavings).
  * Busy-waits that only re-read until something changes (PENDING) are
  * waits for the change.
  *

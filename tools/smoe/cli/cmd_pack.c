@@ -190,7 +190,7 @@ static int run(int argc, char **argv, int index)
     pack_index_result ir;
     int err;
     if (index) {
-        pack_index_opts io = {a.out, a.o.scout, a.no_hash, a.o.progress, &interrupted};
+        pack_index_opts io = {a.out, a.o.scout, a.no_hash, a.o.progress, &interrupted, 0};
         err = pack_index_run(a.source, &a.ps, &io, &ir);
     } else {
         err = pack_run(a.source, &a.ps, &a.o, &r);

@@ -349,6 +349,10 @@ typedef struct pack_index_opts {
     int no_hash;              /* record no per-expert hashes: read no expert byte */
     int progress;             /* 1: draw a progress bar on stderr */
     const volatile sig_atomic_t *stop; /* nonzero (set by a signal): abandon */
+    int unchecked;            /* tests only: write the vault even where a source's header
+                                 is one the library refuses at open (bytes between
+                                 tensors), as a hand-made vault could, so that the
+                                 library's own refusal is what is tested */
 } pack_index_opts;
 
 typedef struct pack_index_result {

@@ -142,7 +142,33 @@ static int name_sources(ictx *c)
 
 /* ---- what is read: headers, experts ------------------------------------ */
 
-/* Source i's modification time and the XXH3 of its header. */
+/* Source i's header parsed as the library parses it at open (model_hdr.h):
+ * a file whose tensors leave bytes between them, or whose header ends
+ * elsewhere than the plan says, gets no vault (the library would refuse
+ * it at open; docs/security.md). */
+static int check_header(const ictx *c, uint32_t i, const uint8_t *b)
+{
+    const pack_file *f = &c->s->files[i];
+    if (c->o->unchecked)
+        return 0;
+    smoe__model_hdr h;
+    memset(&h, 0, sizeof h);
+    uint32_t kind = f->kind == PACK_FMT_GGUF ? SMOE__V2_KIND_GGUF : SMOE__V2_KIND_SAFETENSORS;
+    int rc = smoe__model_hdr_parse(kind, b, (size_t)f->header_bytes, f->size, &h);
+    if (rc == 0 && h.header_end != f->header_bytes)
+        rc = smoe__hdr_fail(&h, SMOE_EFORMAT, "its header ends at byte %" PRIu64
+                            ", not at %" PRIu64, h.header_end, f->header_bytes);
+    if (rc != 0)
+        rc = smoe__fail(SMOE_EFORMAT, "%s: not indexed: %s (the library refuses such a "
+                        "source at open)", f->path,
+                        rc == SMOE__HDR_MORE ? "its header runs past its recorded end"
+                                             : h.why);
+    smoe__model_hdr_free(&h);
+    return rc;
+}
+
+/* Source i's modification time and the XXH3 of its header, which is
+ * checked as the library checks it. */
 static int read_header(ictx *c, uint32_t i, XXH3_state_t *st)
 {
     const pack_file *f = &c->s->files[i];
@@ -162,22 +188,24 @@ static int read_header(ictx *c, uint32_t i, XXH3_state_t *st)
     }
     c->src[i].mtime_sec = fs.mtime_sec;
     c->src[i].mtime_nsec = fs.mtime_nsec;
-    XXH3_64bits_reset(st);
-    for (uint64_t done = 0; done < f->header_bytes && rc == 0;) {
-        size_t k = f->header_bytes - done < HASH_CHUNK ? (size_t)(f->header_bytes - done)
-                                                       : HASH_CHUNK;
-        int err = 0;
-        if ((rc = smoe__io_read_full(c->io, fd, c->buf, k, done, NULL, &err)) < 0) {
-            rc = smoe__fail(rc, "%s: reading its header failed: %s", f->path,
-                            rc == SMOE_ETRUNC ? "the file ends first" : strerror(err));
-            break;
-        }
-        XXH3_64bits_update(st, c->buf, k);
-        done += k;
-    }
-    c->read_bytes += f->header_bytes;
-    c->src[i].header_hash = XXH3_64bits_digest(st);
+    uint8_t *b = malloc((size_t)f->header_bytes);
+    int err = 0;
+    if (!b)
+        rc = smoe__fail(SMOE_ENOMEM, "out of memory (%s: a header of %" PRIu64 " bytes)",
+                        f->path, f->header_bytes);
+    else if ((rc = smoe__io_read_full(c->io, fd, b, (size_t)f->header_bytes, 0, NULL, &err)) < 0)
+        rc = smoe__fail(rc, "%s: reading its header failed: %s", f->path,
+                        rc == SMOE_ETRUNC ? "the file ends first" : strerror(err));
     smoe__io_close(c->io, fd);
+    if (rc == 0)
+        rc = check_header(c, i, b);
+    if (rc == 0) {
+        XXH3_64bits_reset(st);
+        XXH3_64bits_update(st, b, (size_t)f->header_bytes);
+        c->src[i].header_hash = XXH3_64bits_digest(st);
+        c->read_bytes += f->header_bytes;
+    }
+    free(b);
     return rc;
 }
 

@@ -1,27 +1,29 @@
 /*
- * Description: opening files and the resource bounds of smoe_open (issue
- * 14, items 9-14, 16 and 17), one test per item, named after it:
- *  - item09: a FIFO, a directory or a character device given as the vault
- *    is refused at once with its type in the message (smoe_open and the
- *    smoe tool's inspect, verify and read); a block device (a loop device
- *    over a vault, where the machine allows one) is read like the file;
- *  - item10: a FIFO where the histogram goes is ignored as unreadable;
- *  - item11: a vault renamed over the path while smoe_open opens the
- *    workers' descriptors is refused, never read;
- *  - item12: every allocation smoe_open makes fails in turn (once, and from
- *    there on): each is a clean SMOE_ENOMEM that closes no descriptor it
- *    did not open (standard input included), leaves no thread and, under
- *    ASan, leaks nothing;
- *  - item13: opening a stream leaves the blobs' cached pages alone (direct
- *    I/O), and every page in buffered mode;
- *  - item14: histogram saves killed (SIGKILL) at each of their I/O calls
- *    leave no temporary file once the histogram is opened again, with and
- *    without unnamed files (O_TMPFILE);
- *  - item16: a small vault declaring a huge layers x experts shape is
- *    refused before anything is allocated for that shape;
- *  - item17: an automatic ring the clamp would raise past free memory is
- *    refused with SMOE_ENOMEM.
- * Where the old code hung, the test bounds the wait and releases it.
+ * Description: smoe_open's refusals and resource bounds: the files it is
+ * given, what it allocates, the pages and temporaries it leaves.
+ *  - fifo_vault_refused, fifo_vault_tool_refused: a FIFO, a directory or a
+ *    character device given as the vault is refused at once with its type
+ *    in the message (smoe_open and the smoe tool's inspect, verify and
+ *    read); block_device_vault_read: a block device (a loop device over a
+ *    vault, where the machine allows one) is read like the file;
+ *  - fifo_histogram_unreadable: a FIFO where the histogram goes is ignored
+ *    as unreadable;
+ *  - replaced_vault_refused: a vault renamed over the path while smoe_open
+ *    opens the workers' descriptors is refused, never read;
+ *  - open_oom_sweep: every allocation smoe_open makes fails in turn (once,
+ *    and from there on): each is a clean SMOE_ENOMEM that closes no
+ *    descriptor it did not open (standard input included), leaves no
+ *    thread and, under ASan, leaks nothing;
+ *  - open_keeps_page_cache: opening a stream leaves the blobs' cached pages
+ *    alone (direct I/O), and every page in buffered mode;
+ *  - freq_temporaries_removed: histogram saves killed (SIGKILL) at each of
+ *    their I/O calls leave no temporary file once the histogram is opened
+ *    again, with and without unnamed files (O_TMPFILE);
+ *  - sparse_shape_refused: a small vault declaring a huge layers x experts
+ *    shape is refused before anything is allocated for that shape;
+ *  - ring_within_free_memory: an automatic ring the clamp would raise past
+ *    free memory is refused with SMOE_ENOMEM.
+ * Where a wait could hang, the test bounds it and releases it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -121,7 +123,7 @@ static int open_bounded(struct opener *op, const char *path, const char *fifo)
     return op->rc;
 }
 
-/* ---- item 9 ------------------------------------------------------------- */
+/* ---- a FIFO, a directory or a device as the vault ----------------------- */
 
 static void expect_refused(const char *path, const char *type)
 {
@@ -137,7 +139,7 @@ static void expect_refused(const char *path, const char *type)
     tu_expect_contains(op.msg, "a regular file or a block device");
 }
 
-static void item09_fifo_vault_refused(void **state)
+static void fifo_vault_refused(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir(), *fifo = tu_path(dir, "pipe.smoe");
@@ -152,7 +154,7 @@ static void item09_fifo_vault_refused(void **state)
     free(dir);
 }
 
-static void item09_fifo_tool_refused(void **state)
+static void fifo_vault_tool_refused(void **state)
 {
     (void)state;
     const char *tool = getenv("SMOE_TOOL");
@@ -200,7 +202,7 @@ static int sh_line(const char *cmd, char *out, size_t cap)
 
 /* A block device is a vault like a file: a loop device over one (root,
  * Linux, /dev/loop-control), read blob for blob. */
-static void item09_block_device_vault(void **state)
+static void block_device_vault_read(void **state)
 {
     (void)state;
 #if !defined(__linux__)
@@ -250,9 +252,9 @@ static void item09_block_device_vault(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* ---- item 10 ------------------------------------------------------------ */
+/* ---- a FIFO as the histogram ---------------------------------------------- */
 
-static void item10_fifo_histogram_unreadable(void **state)
+static void fifo_histogram_unreadable(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(2, 3, 1000, 20000, 5);
@@ -278,7 +280,7 @@ static void item10_fifo_histogram_unreadable(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 11 ------------------------------------------------------------ */
+/* ---- a vault replaced while it is opened ---------------------------------- */
 
 struct swap {
     const char *path, *other; /* rename other over path ... */
@@ -293,7 +295,7 @@ static void swap_on_open(struct fault_io *f, const char *path, unsigned flags)
         assert_int_equal(rename(w->other, w->path), 0);
 }
 
-static void item11_replaced_vault_refused(void **state)
+static void replaced_vault_refused(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(2, 3, 1000, 40000, 1);
@@ -355,7 +357,7 @@ static void item11_replaced_vault_refused(void **state)
                  report);
 }
 
-/* ---- item 12 ------------------------------------------------------------ */
+/* ---- every allocation of smoe_open failing -------------------------------- */
 
 /* The identity of descriptor 0 (opened on /dev/null if closed). */
 static void stdin_id(struct stat *st)
@@ -440,7 +442,7 @@ static int oom_sweep(const tu_fx *f, const smoe_open_opts *o, int from, struct s
     return opened || closed0 || other;
 }
 
-static void item12_open_oom_sweep(void **state)
+static void open_oom_sweep(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(3, 8, 1000, 40000, 12);
@@ -467,7 +469,7 @@ static void item12_open_oom_sweep(void **state)
         fail_msg("an allocation failure in smoe_open was not a clean SMOE_ENOMEM");
 }
 
-/* ---- item 13 ------------------------------------------------------------ */
+/* ---- the page cache --------------------------------------------------------- */
 
 /* Pages of [off, off + len) of path in the page cache. */
 static size_t cached_in(const char *path, uint64_t off, uint64_t len)
@@ -520,7 +522,7 @@ static void drop_file(const char *path)
     close(fd);
 }
 
-static void item13_open_keeps_page_cache(void **state)
+static void open_keeps_page_cache(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(2, 16, 16384, 300000, 13);
@@ -574,7 +576,7 @@ static void item13_open_keeps_page_cache(void **state)
         fail_msg("smoe_open left %zu pages it read in the page cache", cold_after - cold);
 }
 
-/* ---- item 14 ------------------------------------------------------------ */
+/* ---- the histogram's temporary files --------------------------------------- */
 
 /* Names in dir that start with prefix and contain infix. */
 static int count_names(const char *dir, const char *prefix, const char *infix)
@@ -641,7 +643,7 @@ static int save_killed_at(const char *vault, const char *hist, uint64_t k, int n
     return WIFSIGNALED(status);
 }
 
-static void item14_freq_temporaries_removed(void **state)
+static void freq_temporaries_removed(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(2, 3, 1000, 20000, 14);
@@ -708,7 +710,7 @@ static void item14_freq_temporaries_removed(void **state)
         fail_msg("temporary files of killed saves are left after the next open");
 }
 
-/* ---- item 16 ------------------------------------------------------------ */
+/* ---- a declared shape larger than the vault -------------------------------- */
 
 static uint64_t rss_bytes(void)
 {
@@ -727,7 +729,7 @@ static int three_present(uint32_t layer, uint32_t expert)
     return layer == 1 && expert < 3;
 }
 
-static void item16_sparse_shape_refused(void **state)
+static void sparse_shape_refused(void **state)
 {
     (void)state;
     /* 24 blobs, then the header says 2048 x 2048 (the entries stay valid). */
@@ -784,7 +786,7 @@ static void item16_sparse_shape_refused(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 17 ------------------------------------------------------------ */
+/* ---- the ring against free memory ------------------------------------------ */
 
 /* The OS table, with /proc/meminfo and the cgroup files served from the
  * test's directory: a machine with little free memory, no container. */
@@ -823,7 +825,7 @@ static int open_with_free_kb(const tu_fx *f, unsigned kb, smoe_stream **s)
     return r;
 }
 
-static void item17_ring_within_free_memory(void **state)
+static void ring_within_free_memory(void **state)
 {
     (void)state;
 #if !defined(__linux__)
@@ -890,16 +892,16 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(item09_fifo_vault_refused, teardown),
-        cmocka_unit_test_teardown(item09_fifo_tool_refused, teardown),
-        cmocka_unit_test_teardown(item09_block_device_vault, teardown),
-        cmocka_unit_test_teardown(item10_fifo_histogram_unreadable, teardown),
-        cmocka_unit_test_teardown(item11_replaced_vault_refused, teardown),
-        cmocka_unit_test_teardown(item12_open_oom_sweep, teardown),
-        cmocka_unit_test_teardown(item13_open_keeps_page_cache, teardown),
-        cmocka_unit_test_teardown(item14_freq_temporaries_removed, teardown),
-        cmocka_unit_test_teardown(item16_sparse_shape_refused, teardown),
-        cmocka_unit_test_teardown(item17_ring_within_free_memory, teardown),
+        cmocka_unit_test_teardown(fifo_vault_refused, teardown),
+        cmocka_unit_test_teardown(fifo_vault_tool_refused, teardown),
+        cmocka_unit_test_teardown(block_device_vault_read, teardown),
+        cmocka_unit_test_teardown(fifo_histogram_unreadable, teardown),
+        cmocka_unit_test_teardown(replaced_vault_refused, teardown),
+        cmocka_unit_test_teardown(open_oom_sweep, teardown),
+        cmocka_unit_test_teardown(open_keeps_page_cache, teardown),
+        cmocka_unit_test_teardown(freq_temporaries_removed, teardown),
+        cmocka_unit_test_teardown(sparse_shape_refused, teardown),
+        cmocka_unit_test_teardown(ring_within_free_memory, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,28 +1,35 @@
 /*
- * Description: the slot protocol and hot-path defects of issue 14, items 1
- * to 7, each made deterministic and checked through the public API:
+ * Description: the hot path's promises (prefetch, claim, claim_wait,
+ * release, and the worker's chunks), each race made deterministic and
+ * checked through the public API:
  *
- *  item01  a worker stalled between reading chunk_next and its CAS, while
- *          the load fails and a demand retry re-arms it with another chunk
- *          size, must not take a chunk of the new arming with its stale
- *          size (wrong bytes, or a spurious checksum error).
- *  item02  a speculative prefetch never waits for queue room: with the
+ *  rearm_stale_chunk_token[_verified]  a worker stalled between reading
+ *          chunk_next and its CAS, while the load fails and a demand retry
+ *          re-arms it with another chunk size, must not take a chunk of the
+ *          new arming with its stale size (wrong bytes, or a spurious
+ *          checksum error).
+ *  spec_prefetch_never_waits, demand_never_waits_for_queue_room  a
+ *          speculative prefetch never waits for queue room: with the
  *          speculative queue full of tokens the workers have not reached,
  *          it returns SMOE_SKIPPED at once, and no slot is reserved; a
  *          demand prefetch with no queue room fails (SMOE_EFULL) instead
  *          of waiting, an upgrade goes on at speculative priority.
- *  item03  every demand prefetch is honoured by one claim: two demand
- *          prefetches of an expert keep it pinned until both claimed it,
- *          a claim_wait's own prefetch is balanced by its claim, and a
- *          failed read's pins end one per claim that reports the error.
- *  item04  smoe_claim_wait checks its timeout on every way round its loop.
- *  item05  the hot path's system calls are the documented ones: a child
- *          process runs prefetch, claim, claim_wait and release under a
- *          seccomp filter allowing only them (clock_gettime denied: it must
- *          be served by the vDSO).
- *  item06  a blob released on another stream is refused (SMOE_EINVAL).
- *  item07  a copy of a descriptor is refused by release (SMOE_EINVAL), so
- *          it cannot take another holder's reference.
+ *  two_demand_prefetches_two_pins, claim_wait_ask_is_balanced,
+ *  failed_read_pins_end_per_claim  every demand prefetch is honoured by
+ *          one claim: two demand prefetches of an expert keep it pinned
+ *          until both claimed it, a claim_wait's own prefetch is balanced
+ *          by its claim, and a failed read's pins end one per claim that
+ *          reports the error.
+ *  claim_wait_timeout_every_path  smoe_claim_wait checks its timeout on
+ *          every way round its loop.
+ *  hot_path_system_calls  the hot path's system calls are the documented
+ *          ones: a child process runs prefetch, claim, claim_wait and
+ *          release under a seccomp filter allowing only them
+ *          (clock_gettime denied: it must be served by the vDSO).
+ *  release_on_other_stream_refused  a blob released on another stream is
+ *          refused (SMOE_EINVAL).
+ *  release_of_copy_refused  a copy of a descriptor is refused by release
+ *          (SMOE_EINVAL), so it cannot take another holder's reference.
  *
  * The races use the library's test seam (smoe__hook, src/internal.h) to
  * pause a worker at a chosen point or to run code between two steps.
@@ -105,7 +112,7 @@ static uint32_t slot_of(smoe_stream *s, uint32_t key)
     return smoe__map_slot(m);
 }
 
-/* ---- item 1 ------------------------------------------------------------ */
+/* ---- a stalled worker and a re-armed load -------------------------------- */
 
 /* The hook's plan: pause the first worker that is about to take chunk 1
  * (CAS), and later the first worker about to read a whole 32 KiB blob. */
@@ -116,7 +123,7 @@ static struct {
     pthread_t cas_thread;
 } h1;
 
-static void item01_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+static void stale_chunk_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
                         uint64_t b)
 {
     (void)s;
@@ -143,7 +150,7 @@ static void item01_hook(struct smoe_stream *s, unsigned point, uint32_t slot, ui
 }
 
 /*
- * The interleaving of issue 14, item 1. Blobs of 32 KiB; speculative reads
+ * The interleaving: Blobs of 32 KiB; speculative reads
  * in 16 KiB chunks (2), demand reads in one 32 KiB chunk; two workers.
  *  1. A speculative load of X is armed with 16 KiB chunks; worker P loads
  *     chunk_next (index 1) and the chunk size and is paused before its CAS.
@@ -155,7 +162,7 @@ static void item01_hook(struct smoe_stream *s, unsigned point, uint32_t slot, ui
  *  4. P resumes. It must not take a chunk with its stale 16 KiB size: the
  *     retry's read is still in flight, so a claim must find X loading.
  */
-static void rearm_stale_chunk_token(int verify)
+static void run_rearm_stale_chunk(int verify)
 {
     tu_fx *f = tu_fx_new(1, 2, 32768, 32768, 11);
     struct fault_io fio;
@@ -169,7 +176,7 @@ static void rearm_stale_chunk_token(int verify)
     o.spec_share_pct = 100;
     smoe_stream *s = tu_fx_open(f, &o);
     memset(&h1, 0, sizeof h1);
-    atomic_store(&s->hook, item01_hook);
+    atomic_store(&s->hook, stale_chunk_hook);
 
     /* 1. the speculative load; the first read fails */
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
@@ -192,7 +199,7 @@ static void rearm_stale_chunk_token(int verify)
     const uint32_t v = slot_of(s, 0);
     r = smoe_claim(s, 0, 0, &b);
     size_t bad = r >= 0 ? wrong_bytes(f, &b) : 0;
-    print_message("item01 (verify %s): stalled worker saw chunk_next index %u, chunk %llu "
+    print_message("rearm (verify %s): stalled worker saw chunk_next index %u, chunk %llu "
                   "bytes; after it resumed, with the retry's read in flight, claim: %s, "
                   "%zu wrong bytes\n", verify ? "on" : "off",
                   (unsigned)(uint32_t)atomic_load(&h1.cas_seen),
@@ -202,7 +209,7 @@ static void rearm_stale_chunk_token(int verify)
     atomic_store(&h1.read_release, 1);
     if (r != SMOE_EAGAIN) {
         usleep(200000); /* the held read lands and counts down */
-        print_message("item01: chunk_left after the retry's read landed: %u\n",
+        print_message("rearm: chunk_left after the retry's read landed: %u\n",
                       atomic_load(&s->ring.chunk_left[v]));
         fail_msg("with the retry's read still in flight the claim returned %s (%zu wrong "
                  "bytes): a stale token published the load", cl_name(r), bad);
@@ -210,26 +217,26 @@ static void rearm_stale_chunk_token(int verify)
     /* the retry's read lands: the exact bytes, and the countdown at zero */
     claim_ok(s, f, 0, 0);
     uint32_t left = atomic_load(&s->ring.chunk_left[v]);
-    print_message("item01: chunk_left after the retry: %u\n", left);
+    print_message("rearm: chunk_left after the retry: %u\n", left);
     assert_int_equal(left, 0);
     assert_int_equal(smoe_close(s), 0);
     fault_io_remove();
     tu_fx_free(f);
 }
 
-static void item01_rearm_stale_chunk_token(void **state)
+static void rearm_stale_chunk_token(void **state)
 {
     (void)state;
-    rearm_stale_chunk_token(0);
+    run_rearm_stale_chunk(0);
 }
 
-static void item01_rearm_stale_chunk_token_verified(void **state)
+static void rearm_stale_chunk_token_verified(void **state)
 {
     (void)state;
-    rearm_stale_chunk_token(1);
+    run_rearm_stale_chunk(1);
 }
 
-/* ---- item 2 ------------------------------------------------------------ */
+/* ---- prefetch never waits for queue room ---------------------------------- */
 
 /* Releases the fault_io hold when one call has been running for 500 ms, so
  * that a prefetch that waits for queue room comes back (and is caught). */
@@ -261,7 +268,7 @@ static void *valve_main(void *p)
  * come back SMOE_SKIPPED at once, without reserving a slot, instead of
  * waiting for a worker to make room.
  */
-static void item02_spec_prefetch_never_waits(void **state)
+static void spec_prefetch_never_waits(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 8, 65536, 65536, 12);
@@ -303,7 +310,8 @@ static void item02_spec_prefetch_never_waits(void **state)
             assert_int_equal(smoe_cancel(s, 0, e), 0);
         }
     }
-    print_message("item02: %u speculative loads queued and cancelled (%u tokens left "
+    print_message("spec_prefetch_never_waits: "
+                  "%u speculative loads queued and cancelled (%u tokens left "
                   "queued), then a speculative prefetch returned %s after %.1f ms%s\n",
                   queued, queued * 4, pf_name(r), (double)dt / 1e6,
                   waited ? ", released only by the valve: it waited for queue room" : "");
@@ -342,7 +350,7 @@ static void item02_spec_prefetch_never_waits(void **state)
  * still pins it and the read completes from its speculative tokens; with
  * room back, everything proceeds.
  */
-static void item02_demand_never_waits_for_queue_room(void **state)
+static void demand_never_waits_for_queue_room(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 4, 40000, 40000, 13);
@@ -361,7 +369,8 @@ static void item02_demand_never_waits_for_queue_room(void **state)
     smoe_stats st0 = tu_stats(s);
     uint64_t t0 = tu_now_ns();
     int r = smoe_prefetch(s, 0, 0, 0);
-    print_message("item02: demand prefetch with no queue room: %s after %.3f ms: %s\n",
+    print_message("demand_never_waits_for_queue_room: "
+                  "demand prefetch with no queue room: %s after %.3f ms: %s\n",
                   pf_name(r), (double)(tu_now_ns() - t0) / 1e6, r < 0 ? smoe_last_error() : "");
     assert_int_equal(r, SMOE_EFULL);
     tu_expect_contains(smoe_last_error(), "queue");
@@ -401,7 +410,7 @@ static void item02_demand_never_waits_for_queue_room(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 3 ------------------------------------------------------------ */
+/* ---- one claim per demand prefetch ---------------------------------------- */
 
 struct pf_thread {
     smoe_stream *s;
@@ -432,7 +441,7 @@ static void churn(smoe_stream *s, const tu_fx *f, uint32_t e1, uint32_t e2)
  * two other experts are loaded through the 2-slot ring. B's prefetch still
  * pins K, so B's claim finds it. Once B has claimed too, nothing pins it.
  */
-static void item03_two_demand_prefetches_two_pins(void **state)
+static void two_demand_prefetches_two_pins(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 14);
@@ -462,7 +471,8 @@ static void item03_two_demand_prefetches_two_pins(void **state)
     assert_int_equal(smoe_release(s, &x), 0);
     smoe_blob bb;
     int r = smoe_claim(s, 0, 0, &bb); /* B's claim */
-    print_message("item03: prefetches %s and %s, A claimed and released, two more "
+    print_message("two_demand_prefetches_two_pins: "
+                  "prefetches %s and %s, A claimed and released, two more "
                   "experts loaded (%s, %s): B's claim: %s\n", pf_name(a.r),
                   pf_name(b.r), pf_name(r1), pf_name(r2), cl_name(r));
     if (r < 0)
@@ -483,7 +493,7 @@ static void item03_two_demand_prefetches_two_pins(void **state)
  * afterwards the expert is not pinned. A claim_wait after a prefetch adds
  * none (one prefetch, one claim).
  */
-static void item03_claim_wait_ask_is_balanced(void **state)
+static void claim_wait_ask_is_balanced(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 15);
@@ -508,7 +518,7 @@ static void item03_claim_wait_ask_is_balanced(void **state)
  * the error and ends one pin; the failed slot stays pinned (not evicted)
  * until the second claim has had its error, then it is the first victim.
  */
-static void item03_failed_read_pins_end_per_claim(void **state)
+static void failed_read_pins_end_per_claim(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 16);
@@ -533,7 +543,7 @@ static void item03_failed_read_pins_end_per_claim(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 4 ------------------------------------------------------------ */
+/* ---- claim_wait's timeout -------------------------------------------------- */
 
 static struct {
     smoe_stream *s;
@@ -545,7 +555,7 @@ static struct {
 /* After claim_wait's own prefetch of K returned: let time pass, then take
  * K's pin by a claim and evict it (1-slot ring), so the waiter finds it
  * gone and goes round again. */
-static void item04_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
+static void timeout_hook(struct smoe_stream *s, unsigned point, uint32_t slot, uint64_t a,
                         uint64_t b)
 {
     (void)slot;
@@ -562,7 +572,7 @@ static void item04_hook(struct smoe_stream *s, unsigned point, uint32_t slot, ui
     h4.nested = 0;
 }
 
-static void item04_claim_wait_timeout_every_path(void **state)
+static void claim_wait_timeout_every_path(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 17);
@@ -576,13 +586,14 @@ static void item04_claim_wait_timeout_every_path(void **state)
     h4.f = f;
     h4.sleep_ns = 30 * MS;
     h4.max_calls = 4;
-    atomic_store(&s->hook, item04_hook);
+    atomic_store(&s->hook, timeout_hook);
     smoe_blob b;
     uint64_t t0 = tu_now_ns();
     int r = smoe_claim_wait(s, 0, 0, timeout, &b);
     uint64_t dt = tu_now_ns() - t0;
     atomic_store(&s->hook, NULL);
-    print_message("item04: claim_wait with a %.0f ms timeout, evicted behind it %d times "
+    print_message("claim_wait_timeout_every_path: "
+                  "claim_wait with a %.0f ms timeout, evicted behind it %d times "
                   "(%.0f ms each): %s after %.0f ms\n", (double)timeout / 1e6, h4.calls,
                   (double)h4.sleep_ns / 1e6, cl_name(r), (double)dt / 1e6);
     if (r >= 0)
@@ -596,7 +607,7 @@ static void item04_claim_wait_timeout_every_path(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 5 ------------------------------------------------------------ */
+/* ---- the hot path's system calls ------------------------------------------ */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SMOE_TEST_SANITIZED 1
@@ -704,16 +715,17 @@ static void hot_path_child(const char *path)
 }
 #endif
 
-static void item05_hot_path_system_calls(void **state)
+static void hot_path_system_calls(void **state)
 {
     (void)state;
 #if defined(SMOE_TEST_SANITIZED)
     /* The sanitizer runtimes make system calls of their own. */
-    print_message("item05: not run under a sanitizer (its runtime makes its own system "
+    print_message("hot_path_system_calls: "
+                  "not run under a sanitizer (its runtime makes its own system "
                   "calls)\n");
     skip();
 #elif !defined(SMOE_TEST_SECCOMP)
-    print_message("item05: needs Linux on x86-64 or arm64 (seccomp)\n");
+    print_message("hot_path_system_calls: needs Linux on x86-64 or arm64 (seccomp)\n");
     skip();
 #else
     tu_fx *f = tu_fx_new(1, 8, 20000, 60000, 18);
@@ -728,7 +740,8 @@ static void item05_hot_path_system_calls(void **state)
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     int sys = atomic_load(&g_report->sys), done = atomic_load(&g_report->done);
-    print_message("item05: %d prefetch/claim/release rounds under the filter; exit %d; "
+    print_message("hot_path_system_calls: "
+                  "%d prefetch/claim/release rounds under the filter; exit %d; "
                   "refused system call: %d\n", done,
                   WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st), sys);
     if (sys >= 0)
@@ -742,11 +755,11 @@ static void item05_hot_path_system_calls(void **state)
 #endif
 }
 
-/* ---- items 6 and 7 ------------------------------------------------------ */
+/* ---- release of a blob that is not the caller's --------------------------- */
 
 /* Two streams on one vault each claim (0, 5): slot, generation and key
  * coincide. Releasing a's blob on b is refused; both owners release. */
-static void item06_release_on_other_stream_refused(void **state)
+static void release_on_other_stream_refused(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 6, 20000, 20000, 19);
@@ -764,7 +777,8 @@ static void item06_release_on_other_stream_refused(void **state)
     assert_int_equal(ba.slot, bb.slot);
     assert_int_equal(ba.gen, bb.gen);
     int r = smoe_release(b, &ba);
-    print_message("item06: release of stream a's blob on stream b: %s (%s)\n",
+    print_message("release_on_other_stream_refused: "
+                  "release of stream a's blob on stream b: %s (%s)\n",
                   smoe_err_name(r), r < 0 ? smoe_last_error() : "accepted");
     int owner = r == 0 ? smoe_release(a, &ba) : 0;
     int closed = r == 0 ? smoe_close(a) : 0;
@@ -787,7 +801,7 @@ static void item06_release_on_other_stream_refused(void **state)
  * holder 2 keeps its reference and its bytes through churn that evicts
  * every idle slot. A descriptor moved to another address is refused too.
  */
-static void item07_release_of_copy_refused(void **state)
+static void release_of_copy_refused(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 4, 20000, 20000, 20);
@@ -802,7 +816,7 @@ static void item07_release_of_copy_refused(void **state)
     assert_int_equal(smoe_release(s, &h1b), 0);
     int r = smoe_release(s, &copy);
     const char *msg = r < 0 ? smoe_last_error() : "accepted";
-    print_message("item07: release of a copy of a released descriptor: %s (%s)\n",
+    print_message("release_of_copy_refused: release of a copy of a released descriptor: %s (%s)\n",
                   smoe_err_name(r), msg);
     if (r == SMOE_EINVAL)
         tu_expect_contains(msg, "copy");
@@ -814,7 +828,7 @@ static void item07_release_of_copy_refused(void **state)
             smoe_release(s, &x);
     }
     size_t bad = wrong_bytes(f, &h2b);
-    print_message("item07: holder 2's bytes after churn: %zu wrong\n", bad);
+    print_message("release_of_copy_refused: holder 2's bytes after churn: %zu wrong\n", bad);
     if (r != SMOE_EINVAL)
         fail_msg("the copy's release returned %s and took holder 2's reference: %zu of "
                  "its bytes were overwritten", smoe_err_name(r), bad);
@@ -834,17 +848,17 @@ static void item07_release_of_copy_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(item01_rearm_stale_chunk_token),
-        cmocka_unit_test(item01_rearm_stale_chunk_token_verified),
-        cmocka_unit_test(item02_spec_prefetch_never_waits),
-        cmocka_unit_test(item02_demand_never_waits_for_queue_room),
-        cmocka_unit_test(item03_two_demand_prefetches_two_pins),
-        cmocka_unit_test(item03_claim_wait_ask_is_balanced),
-        cmocka_unit_test(item03_failed_read_pins_end_per_claim),
-        cmocka_unit_test(item04_claim_wait_timeout_every_path),
-        cmocka_unit_test(item05_hot_path_system_calls),
-        cmocka_unit_test(item06_release_on_other_stream_refused),
-        cmocka_unit_test(item07_release_of_copy_refused),
+        cmocka_unit_test(rearm_stale_chunk_token),
+        cmocka_unit_test(rearm_stale_chunk_token_verified),
+        cmocka_unit_test(spec_prefetch_never_waits),
+        cmocka_unit_test(demand_never_waits_for_queue_room),
+        cmocka_unit_test(two_demand_prefetches_two_pins),
+        cmocka_unit_test(claim_wait_ask_is_balanced),
+        cmocka_unit_test(failed_read_pins_end_per_claim),
+        cmocka_unit_test(claim_wait_timeout_every_path),
+        cmocka_unit_test(hot_path_system_calls),
+        cmocka_unit_test(release_on_other_stream_refused),
+        cmocka_unit_test(release_of_copy_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

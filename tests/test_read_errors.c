@@ -1,18 +1,20 @@
 /*
- * Description: the read path's hardening (issue 14, items 8, 15, 18, 19),
- * one test per item, each named after it:
- *  - item08: a blob whose padding is not zero is refused with verification
- *    on (SMOE_ECHECKSUM, a message saying so), as `smoe verify` flags it;
- *  - item15: a failed read says why: the errno's name and text, the file
- *    offset and length of the failed read, and whether retries were used
- *    up, through smoe_last_error() after smoe_claim and smoe_claim_wait;
- *  - item18: a direct read cut short off an alignment boundary goes on
- *    from the last aligned boundary, keeping the bytes before it; reads
- *    that keep coming back cut make no progress and end in SMOE_EIO; a
- *    file that ends off a boundary is SMOE_ETRUNC (direct I/O emulated by
- *    tests/fault_io.c, so this runs on any file system);
- *  - item19: a vault cut to any length, 128 and 129 bytes included, is
- *    SMOE_ETRUNC.
+ * Description: the read path's errors: what a claim reports when a blob's
+ * bytes or the read of them go wrong.
+ *  - nonzero_padding_refused: a blob whose padding is not zero is refused
+ *    with verification on (SMOE_ECHECKSUM, a message saying so), as
+ *    `smoe verify` flags it;
+ *  - read_error_names_errno: a failed read says why: the errno's name and
+ *    text, the file offset and length of the failed read, and whether
+ *    retries were used up, through smoe_last_error() after smoe_claim and
+ *    smoe_claim_wait;
+ *  - unaligned_short_direct_read_continues: a direct read cut short off an
+ *    alignment boundary goes on from the last aligned boundary, keeping the
+ *    bytes before it; reads that keep coming back cut make no progress and
+ *    end in SMOE_EIO; a file that ends off a boundary is SMOE_ETRUNC (direct
+ *    I/O emulated by tests/fault_io.c, so this runs on any file system);
+ *  - cut_vault_is_truncated: a vault cut to any length, 128 and 129 bytes
+ *    included, is SMOE_ETRUNC.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,12 +71,12 @@ static void expect_msg(const char *needle)
     tu_expect_contains(smoe_last_error(), needle);
 }
 
-/* ---- item 8 ------------------------------------------------------------------ */
+/* ---- padding that is not zero ------------------------------------------------ */
 
 /* One byte of blob (0, 0)'s padding is set (the hash covers the payload
  * only, so the vault still opens): refused with verification on, the
  * message naming the padding; other blobs are unaffected. */
-static void item08_nonzero_padding_refused(void **state)
+static void nonzero_padding_refused(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 3, 1000, 30000, 8);
@@ -118,7 +120,7 @@ static void item08_nonzero_padding_refused(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 15 ----------------------------------------------------------------- */
+/* ---- a failed read says why ------------------------------------------------- */
 
 /* The claim's message after blob (0, 0)'s read failed, through both
  * smoe_claim_wait and smoe_claim, must contain want. */
@@ -135,7 +137,7 @@ static void claim_fails_with(smoe_stream *s, int code, const char *want)
     expect_msg(want);
 }
 
-static void item15_read_error_names_errno(void **state)
+static void read_error_names_errno(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 2, 40000, 60000, 15);
@@ -192,7 +194,7 @@ static void item15_read_error_names_errno(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 18 ----------------------------------------------------------------- */
+/* ---- direct reads cut short -------------------------------------------------- */
 
 /* The direct I/O alignment the library goes on from after a cut read on
  * path's file system: the larger of what statx reports for memory and
@@ -217,7 +219,7 @@ static uint32_t dio_align_of(const char *path)
  * boundary before the cut, keeping the bytes up to there, and the claim
  * gets the exact bytes. A file that ends off a boundary is SMOE_ETRUNC,
  * not SMOE_EIO. */
-static void item18_unaligned_short_direct_read_continues(void **state)
+static void unaligned_short_direct_read_continues(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 2, 40000, 60000, 18);
@@ -280,7 +282,7 @@ static void item18_unaligned_short_direct_read_continues(void **state)
     tu_fx_free(f);
 }
 
-/* ---- item 19 ----------------------------------------------------------------- */
+/* ---- a vault cut short ------------------------------------------------------ */
 
 static void write_file(const char *path, const void *p, size_t n)
 {
@@ -292,7 +294,7 @@ static void write_file(const char *path, const void *p, size_t n)
 
 /* Every length the vault can be cut to, up to 640 bytes, then every 997th,
  * then the last 640: SMOE_ETRUNC, with a message naming the file. */
-static void item19_cut_vault_is_truncated(void **state)
+static void cut_vault_is_truncated(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(2, 4, 1000, 40000, 19);
@@ -312,7 +314,8 @@ static void item19_cut_vault_is_truncated(void **state)
         }
         smoe__vault_free(&v);
     }
-    print_message("item 19: %u cut lengths of a %" PRIu64 "-byte vault, %u not SMOE_ETRUNC\n",
+    print_message("cut_vault_is_truncated: "
+                  "%u cut lengths of a %" PRIu64 "-byte vault, %u not SMOE_ETRUNC\n",
                   tried, size, wrong);
     assert_int_equal(wrong, 0);
     /* Through the public API too. */
@@ -333,10 +336,10 @@ static void item19_cut_vault_is_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(item08_nonzero_padding_refused),
-        cmocka_unit_test(item15_read_error_names_errno),
-        cmocka_unit_test(item18_unaligned_short_direct_read_continues),
-        cmocka_unit_test(item19_cut_vault_is_truncated),
+        cmocka_unit_test(nonzero_padding_refused),
+        cmocka_unit_test(read_error_names_errno),
+        cmocka_unit_test(unaligned_short_direct_read_continues),
+        cmocka_unit_test(cut_vault_is_truncated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,26 +1,29 @@
 /*
- * Description: defects of the slot protocol and the request queues found
- * after issue 14, each made deterministic and checked through the API:
+ * Description: races on a slot's word, its pins and the request queues,
+ * each made deterministic and checked through the API:
  *
- *  f1  a claim of a FAILED expert that holds no pin must not report the
- *      error of another expert whose load took the slot while the claim
- *      was between its load of the word and its read of the error.
- *  f2  pins are counted, not owned: a thread that prefetches before its
- *      claim_wait keeps another thread's prefetched expert pinned; one that
- *      does not honours the other's prefetch (what smoe.h documents).
- *  f3  a push into room that was reserved is never dropped: with the
- *      queue's cells full behind the reservation counter's back (injected
- *      tokens), the load's tokens still reach a worker and the miss is
- *      counted, instead of the load staying LOADING for ever.
- *  f4  what smoe_prefetch promises about waiting: it never waits for a
- *      worker, a read or queue room; it waits only while another thread's
- *      prefetch of the same expert picks that expert's slot.
- *  f5  a claim that reads a FAILED slot's error while the slot fails again
- *      under the same word (a retry of the same expert) reports the error
- *      and the fault record of one failure, never a mix of two.
- *  f6  the queue's positions across size_t wrap-around and across 2^63 (no
- *      signed overflow: UBSan in CI stage 2), and a claim into a descriptor
- *      that still holds a reference is refused (SMOE_EINVAL).
+ *  claim_reports_only_its_experts_error  a claim of a FAILED expert that
+ *      holds no pin must not report the error of another expert whose load
+ *      took the slot while the claim was between its load of the word and
+ *      its read of the error.
+ *  pins_counted_not_owned  pins are counted, not owned: a thread that
+ *      prefetches before its claim_wait keeps another thread's prefetched
+ *      expert pinned; one that does not honours the other's prefetch (what
+ *      smoe.h documents).
+ *  failed_push_not_dropped  a push into room that was reserved is never
+ *      dropped: with the queue's cells full behind the reservation
+ *      counter's back (injected tokens), the load's tokens still reach a
+ *      worker and the miss is counted, instead of the load staying LOADING
+ *      for ever.
+ *  prefetch_waits_only_for_a_slot_pick  what smoe_prefetch promises about
+ *      waiting: it never waits for a worker, a read or queue room; it waits
+ *      only while another thread's prefetch of the same expert picks that
+ *      expert's slot.
+ *  error_and_fault_of_one_failure  a claim that reads a FAILED slot's error
+ *      while the slot fails again under the same word (a retry of the same
+ *      expert) reports the error and the fault record of one failure, never
+ *      a mix of two.
+ * (The queue's positions across wrap-around: test_mpmc.)
  *
  * The races use the library's test seam (smoe__hook, src/internal.h).
  */
@@ -99,7 +102,7 @@ static void *claimer_main(void *p)
     return NULL;
 }
 
-/* ---- f1 ---------------------------------------------------------------- */
+/* ---- a claim reports only its own expert's error ------------------------ */
 
 /*
  * 1 slot. K1 = (0, 0) fails with EIO; its one pin is ended by the claim that
@@ -108,7 +111,7 @@ static void *claimer_main(void *p)
  * (victim class 0) and its read fails with ENXIO. C resumes: it must not
  * report K2's error (ENXIO at K2's offset) as K1's; K1 is gone.
  */
-static void f1_claim_reports_only_its_experts_error(void **state)
+static void claim_reports_only_its_experts_error(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 31);
@@ -134,7 +137,8 @@ static void f1_claim_reports_only_its_experts_error(void **state)
     atomic_store(&pause1.release, 1);
     pthread_join(t, NULL);
     atomic_store(&s->hook, NULL);
-    print_message("f1: K1's claim after K2 took its slot and failed: %s: %s\n",
+    print_message("claim_reports_only_its_experts_error: "
+                  "K1's claim after K2 took its slot and failed: %s: %s\n",
                   smoe_err_name(c.r), c.msg);
     int wrong = strstr(c.msg, "ENXIO") != NULL;
     assert_int_equal(smoe_claim(s, 0, 1, &b), SMOE_EIO); /* K2's own claim */
@@ -146,7 +150,7 @@ static void f1_claim_reports_only_its_experts_error(void **state)
     assert_int_equal(c.r, SMOE_ENOTRESIDENT);
 }
 
-/* ---- f2 ---------------------------------------------------------------- */
+/* ---- pins are counted, not owned ----------------------------------------- */
 
 static void claim_release(smoe_stream *s, uint32_t e)
 {
@@ -170,7 +174,7 @@ static void claim_release(smoe_stream *s, uint32_t e)
  *    the header says.
  * Either way no pin is left behind: the ring turns over afterwards.
  */
-static int f2_round(int b_prefetches)
+static int pins_round(int b_prefetches)
 {
     tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 32);
     smoe_open_opts o = SMOE_OPEN_OPTS_INIT;
@@ -188,7 +192,8 @@ static int f2_round(int b_prefetches)
     }
     smoe_blob b;
     int r = smoe_claim(s, 0, 0, &b); /* A */
-    print_message("f2: A prefetched K, B %s claim_wait'ed K and released, churn: A's claim: "
+    print_message("pins_counted_not_owned: "
+                  "A prefetched K, B %s claim_wait'ed K and released, churn: A's claim: "
                   "%s\n", b_prefetches ? "prefetched and" : "(no prefetch)",
                   r >= 0 ? "ok" : smoe_err_name(r));
     if (r >= 0)
@@ -202,14 +207,14 @@ static int f2_round(int b_prefetches)
     return r;
 }
 
-static void f2_pins_counted_not_owned(void **state)
+static void pins_counted_not_owned(void **state)
 {
     (void)state;
-    assert_true(f2_round(1) >= 0);
-    assert_int_equal(f2_round(0), SMOE_ENOTRESIDENT);
+    assert_true(pins_round(1) >= 0);
+    assert_int_equal(pins_round(0), SMOE_ENOTRESIDENT);
 }
 
-/* ---- f3 ---------------------------------------------------------------- */
+/* ---- a push into reserved room is never dropped ------------------------- */
 
 struct pf { smoe_stream *s; uint32_t expert; _Atomic int done; int r; };
 
@@ -226,11 +231,11 @@ static void *prefetch_main(void *p)
  * are then filled with stale tokens pushed without a reservation, so that
  * the reservation counter says there is room where the cells have none:
  * what a push sees when a consumer's freeing of a cell is not yet visible
- * to it (F3). A demand prefetch of K2 reserves, and its pushes find the
+ * to it. A demand prefetch of K2 reserves, and its pushes find the
  * queue full. Its tokens must not be dropped: once the worker runs again,
  * K2 must be read (the push is retried, and counted).
  */
-static void f3_failed_push_not_dropped(void **state)
+static void failed_push_not_dropped(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 2, 20000, 20000, 33);
@@ -257,7 +262,8 @@ static void f3_failed_push_not_dropped(void **state)
     smoe_blob b;
     int r = smoe_claim_wait(s, 0, 1, (uint64_t)(2.0 * tu_time_mult() * 1e9), &b);
     uint64_t w = atomic_load(&s->ring.word[smoe__map_slot(atomic_load(&s->map[1]))]);
-    print_message("f3: %u stale tokens filled the demand queue; K2's prefetch %s while it was "
+    print_message("failed_push_not_dropped: "
+                  "%u stale tokens filled the demand queue; K2's prefetch %s while it was "
                   "full; K2's claim_wait: %s (slot state %u)\n", injected,
                   returned_while_full ? "returned" : "did not return", smoe_err_name(r),
                   (unsigned)smoe__w_state(w));
@@ -275,7 +281,7 @@ static void f3_failed_push_not_dropped(void **state)
     assert_true(counted > 0);
 }
 
-/* ---- f4 ---------------------------------------------------------------- */
+/* ---- what smoe_prefetch waits for ---------------------------------------- */
 
 /*
  * What smoe_prefetch promises (smoe.h): with the only worker held in a
@@ -284,7 +290,7 @@ static void f3_failed_push_not_dropped(void **state)
  * prefetch is picking (PENDING) returns once that thread has picked it,
  * with SMOE_INFLIGHT; a prefetch of another expert meanwhile returns.
  */
-static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
+static void prefetch_waits_only_for_a_slot_pick(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 3, 20000, 20000, 34);
@@ -315,7 +321,8 @@ static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
     pthread_join(th, NULL);
     pthread_join(tj, NULL);
     atomic_store(&s->hook, NULL);
-    print_message("f4: joiner of a PENDING entry returned %s the pick: %d (SMOE_INFLIGHT "
+    print_message("prefetch_waits_only_for_a_slot_pick: "
+                  "joiner of a PENDING entry returned %s the pick: %d (SMOE_INFLIGHT "
                   "%d)\n", joiner_early ? "before" : "after", joiner.r, SMOE_INFLIGHT);
     assert_false(joiner_early);
     assert_int_equal(other, SMOE_QUEUED);
@@ -333,7 +340,7 @@ static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
     tu_fx_free(f);
 }
 
-/* ---- f5 ---------------------------------------------------------------- */
+/* ---- one failure's error and fault record -------------------------------- */
 
 /*
  * One expert K, verification on. Its first read lands corrupt bytes:
@@ -345,7 +352,7 @@ static void f4_prefetch_waits_only_for_a_slot_pick(void **state)
  * failure, ECHECKSUM without a read's errno or EIO with ENXIO, not the
  * first failure's code with the second's fault record.
  */
-static void f5_error_and_fault_of_one_failure(void **state)
+static void error_and_fault_of_one_failure(void **state)
 {
     (void)state;
     tu_fx *f = tu_fx_new(1, 1, 20000, 20000, 35);
@@ -380,7 +387,8 @@ static void f5_error_and_fault_of_one_failure(void **state)
     atomic_store(&pause1.release, 1);
     pthread_join(t, NULL);
     atomic_store(&s->hook, NULL);
-    print_message("f5: C read ECHECKSUM, the slot failed again (EIO, ENXIO) under the same "
+    print_message("error_and_fault_of_one_failure: "
+                  "C read ECHECKSUM, the slot failed again (EIO, ENXIO) under the same "
                   "word: C's claim: %s: %s\n", smoe_err_name(c.r), c.msg);
     int enxio = strstr(c.msg, "ENXIO") != NULL;
     int mixed = (c.r == SMOE_ECHECKSUM && enxio) || (c.r == SMOE_EIO && !enxio);
@@ -392,55 +400,14 @@ static void f5_error_and_fault_of_one_failure(void **state)
     assert_true(c.r == SMOE_ECHECKSUM || c.r == SMOE_EIO);
 }
 
-/* ---- f6 ---------------------------------------------------------------- */
-
-static void set_positions(smoe__mpmc *q, size_t base)
-{
-    atomic_store(&q->enq_pos, base);
-    atomic_store(&q->deq_pos, base);
-    for (size_t p = base, i = 0; i <= q->mask; i++, p++)
-        atomic_store(&q->cells[p & q->mask].seq, p);
-}
-
-static void wrap_at(size_t base)
-{
-    smoe__mpmc q;
-    assert_int_equal(smoe__mpmc_init(&q, 4), 0);
-    set_positions(&q, base);
-    uint32_t next_in = 0, next_out = 0;
-    for (int round = 0; round < 40; round++) {
-        unsigned k = 1 + (unsigned)round % 4;
-        for (unsigned i = 0; i < k; i++, next_in++)
-            assert_int_equal(smoe__mpmc_push(&q, (smoe__req){next_in, next_in}), 1);
-        if (k == 4)
-            assert_int_equal(smoe__mpmc_push(&q, (smoe__req){0, 0}), 0); /* exactly full */
-        for (unsigned i = 0; i < k; i++, next_out++) {
-            smoe__req r;
-            assert_int_equal(smoe__mpmc_pop(&q, &r), 1);
-            assert_int_equal(r.slot, next_out);
-        }
-        smoe__req r;
-        assert_int_equal(smoe__mpmc_pop(&q, &r), 0);
-    }
-    smoe__mpmc_free(&q);
-}
-
-static void f6_mpmc_positions_wrap(void **state)
-{
-    (void)state;
-    wrap_at(SIZE_MAX - 5);
-    wrap_at((SIZE_MAX >> 1) - 5); /* across 2^63: the signed difference */
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(f1_claim_reports_only_its_experts_error),
-        cmocka_unit_test(f2_pins_counted_not_owned),
-        cmocka_unit_test(f3_failed_push_not_dropped),
-        cmocka_unit_test(f4_prefetch_waits_only_for_a_slot_pick),
-        cmocka_unit_test(f5_error_and_fault_of_one_failure),
-        cmocka_unit_test(f6_mpmc_positions_wrap),
+        cmocka_unit_test(claim_reports_only_its_experts_error),
+        cmocka_unit_test(pins_counted_not_owned),
+        cmocka_unit_test(failed_push_not_dropped),
+        cmocka_unit_test(prefetch_waits_only_for_a_slot_pick),
+        cmocka_unit_test(error_and_fault_of_one_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
