@@ -220,6 +220,9 @@ static inline int smoe__hint_live(const struct smoe_stream *s, uint32_t key, flo
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_t *slot,
                      uint64_t *word);
+/* An EMPTY slot only, scanning from where the last pick left off (the
+ * warm-up, which never evicts). */
+int smoe__evict_pick_empty(struct smoe_stream *s, uint32_t *slot, uint64_t *word);
 /* For a pre-warm load of key: only colder slots idle since the pass began. */
 int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word);

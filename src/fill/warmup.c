@@ -57,27 +57,6 @@ static uint64_t cur_make(uint32_t next, uint32_t end)
     return ((uint64_t)next << 32) | end;
 }
 
-/* An EMPTY slot: 1 with *v and its word. */
-static int find_empty(struct smoe_stream *s, uint32_t *v, uint64_t *w)
-{
-    const uint32_t n = s->ring.nslots;
-    /* relaxed: only where to start looking */
-    uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t u = start + i < n ? start + i : start + i - n;
-        /* the slot we go on to take is seen with its readers done */
-        uint64_t x = smoe__slot_word(&s->ring, u);
-        if (smoe__w_state(x) == SMOE__SLOT_EMPTY) {
-            /* relaxed: a hint for the next scan */
-            atomic_store_explicit(&s->empty_hint, u + 1, memory_order_relaxed);
-            *v = u;
-            *w = x;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Begin key's warm-up load: 1 (armed, *v, *gen), 0 (resident or in flight
  * already: skip it), -1 (no EMPTY slot left). */
 static int begin_load(struct smoe_stream *s, uint32_t key, uint32_t *v, uint32_t *gen)
@@ -86,7 +65,7 @@ static int begin_load(struct smoe_stream *s, uint32_t key, uint32_t *v, uint32_t
         return 0;
     uint64_t w;
     do {
-        if (!find_empty(s, v, &w)) {
+        if (!smoe__evict_pick_empty(s, v, &w)) {
             smoe__map_unreserve(s->map, key);
             return -1;
         }

@@ -60,6 +60,33 @@ static int victim_class(uint64_t w, unsigned kind, int ranked)
     }
 }
 
+/* Slot v's word w is EMPTY: take it as the pick, and start the next scan
+ * after it. */
+static int pick_empty_at(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t *slot,
+                         uint64_t *word)
+{
+    /* relaxed: a hint for the next scan */
+    atomic_store_explicit(&s->empty_hint, v + 1, memory_order_relaxed);
+    *slot = v;
+    *word = w;
+    return 1;
+}
+
+int smoe__evict_pick_empty(struct smoe_stream *s, uint32_t *slot, uint64_t *word)
+{
+    const uint32_t n = s->ring.nslots;
+    /* relaxed: only where to start looking; any value is correct */
+    uint32_t start = atomic_load_explicit(&s->empty_hint, memory_order_relaxed) % n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = start + i < n ? start + i : start + i - n;
+        /* a slot we go on to take is seen with its readers done */
+        uint64_t w = smoe__slot_word(&s->ring, v);
+        if (smoe__w_state(w) == SMOE__SLOT_EMPTY)
+            return pick_empty_at(s, v, w, slot, word);
+    }
+    return 0;
+}
+
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_t *slot,
                      uint64_t *word)
 {
@@ -95,13 +122,8 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
         uint32_t v = start + i < n ? start + i : start + i - n;
         /* a slot we go on to take is seen with its readers done */
         uint64_t w = smoe__slot_word(&s->ring, v);
-        if (smoe__w_state(w) == SMOE__SLOT_EMPTY) {
-            /* relaxed: a hint for the next scan */
-            atomic_store_explicit(&s->empty_hint, v + 1, memory_order_relaxed);
-            *slot = v;
-            *word = w;
-            return 1;
-        }
+        if (smoe__w_state(w) == SMOE__SLOT_EMPTY)
+            return pick_empty_at(s, v, w, slot, word);
         scanned++;
         int c = victim_class(w, kind, reuse != NULL);
         if (c < 0 || c > best_class)
