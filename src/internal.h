@@ -28,6 +28,7 @@
 #include "io.h"
 #include "latency.h"
 #include "mpmc.h"
+#include "scheduler_state.h"
 #include "slot.h"
 #include "fill/freq_state.h"
 #include "fill/prewarm_state.h"
@@ -99,9 +100,7 @@ struct smoe_stream {
     const smoe__io *io;
     smoe__ring ring;
     _Atomic uint64_t *map;   /* layers * experts residency entries (slot.h) */
-    smoe__mpmc demand_q;
-    smoe__mpmc spec_q;
-    smoe__mpmc hint_q[SMOE__HINT_BANDS]; /* hinted speculative reads, by band (hint.h) */
+    smoe__sched sched;       /* every read's token queues, by class (scheduler.h) */
     smoe__worker *workers;
     smoe__trace_rec *trace;
 
@@ -235,9 +234,9 @@ static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t k
 }
 
 /* worker.c */
-/* Queue n chunk tokens of slot v's load (gen) on q (the demand, a hint
- * band's or the speculative queue), in room the caller has reserved (smoe__mpmc_reserve),
- * and wake up to n parked workers. */
+/* Queue n chunk tokens of slot v's load (gen) on q (a class's queue,
+ * scheduler.h), in room the caller has reserved (smoe__mpmc_reserve), and wake
+ * up to n parked workers. */
 void smoe__workers_enqueue(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_t gen,
                            uint32_t n);
 int smoe__workers_start(struct smoe_stream *s);

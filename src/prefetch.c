@@ -30,10 +30,14 @@
 
 #include "error.h"
 #include "internal.h"
+#include "scheduler.h"
 #include "policy/evict_reuse.h"
 #include "policy/hint.h"
 #include "platform/park.h"
 #include "prefetch.h"
+
+/* The demand class's queue (scheduler.h). */
+#define DEMAND_Q(s) smoe__sched_q(&(s)->sched, SMOE__CL_DEMAND)
 
 static const smoe__vault_entry *entry_of_key(const struct smoe_stream *s, uint32_t key)
 {
@@ -55,11 +59,11 @@ static int no_demand_room(struct smoe_stream *s, uint32_t key, uint32_t n)
 {
     SMOE__COUNT(s, c_full, 1);
     /* relaxed: a figure for the message only */
-    size_t held = atomic_load_explicit(&s->demand_q.reserved, memory_order_relaxed);
+    size_t held = atomic_load_explicit(&DEMAND_Q(s)->reserved, memory_order_relaxed);
     return smoe__fail(SMOE_EFULL, "prefetch: (layer %u, expert %u): the demand queue has no "
                       "room for its %u read requests (%zu of %zu are queued or reserved); "
                       "nothing was changed", layer_of(s, key), expert_of(s, key), n, held,
-                      smoe__mpmc_capacity(&s->demand_q));
+                      smoe__mpmc_capacity(DEMAND_Q(s)));
 }
 
 static int too_many_pins(struct smoe_stream *s, uint32_t key)
@@ -157,7 +161,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
         return SMOE_SKIPPED;
     }
     /* Room for the load's tokens, before a slot is taken. */
-    smoe__mpmc *q = demand ? &s->demand_q : sq;
+    smoe__mpmc *q = demand ? DEMAND_Q(s) : sq;
     const uint32_t n = smoe__load_chunks(s, key, demand);
     if (!smoe__mpmc_reserve(q, n)) {
         if (counted_spec)
@@ -216,8 +220,8 @@ static void upgrade(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key)
     /* relaxed: latency statistics only */
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
     const uint32_t n = smoe__load_chunks(s, key, 0);
-    if (smoe__mpmc_reserve(&s->demand_q, n))
-        smoe__workers_enqueue(s, &s->demand_q, v, smoe__w_gen(w), n);
+    if (smoe__mpmc_reserve(DEMAND_Q(s), n))
+        smoe__workers_enqueue(s, DEMAND_Q(s), v, smoe__w_gen(w), n);
 }
 
 /* A prefetch joined key's read in flight in slot v (word w before). */
@@ -237,7 +241,7 @@ static smoe_prefetch_status retried(struct smoe_stream *s, uint32_t v, uint32_t 
                                     uint32_t key)
 {
     smoe__touch(s, v);
-    queue_load(s, &s->demand_q, v, gen, key, 1);
+    queue_load(s, DEMAND_Q(s), v, gen, key, 1);
     SMOE__COUNT(s, c_misses, 1);
     return SMOE_QUEUED;
 }
@@ -258,14 +262,14 @@ static int join_slot(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t g
     smoe__join j;
     while ((j = smoe__slot_join(&s->ring, v, key, gen, demand, room, &w)) ==
            SMOE__JOIN_NEED_ROOM) {
-        if (!smoe__mpmc_reserve(&s->demand_q, nretry)) {
+        if (!smoe__mpmc_reserve(DEMAND_Q(s), nretry)) {
             *r = no_demand_room(s, key, nretry);
             return 1;
         }
         room = 1;
     }
     if (room && j != SMOE__JOIN_RETRY)
-        smoe__mpmc_unreserve(&s->demand_q, nretry); /* no retry after all */
+        smoe__mpmc_unreserve(DEMAND_Q(s), nretry); /* no retry after all */
     switch (j) {
     case SMOE__JOIN_PINS_FULL: *r = too_many_pins(s, key); return 1;
     case SMOE__JOIN_NO_RETRY: *r = SMOE_SKIPPED; return 1; /* only demand retries */
@@ -306,7 +310,9 @@ static int prefetch_into(struct smoe_stream *s, uint32_t key, uint64_t kflags, s
 
 int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 {
-    return prefetch_into(s, key, kflags, &s->spec_q);
+    /* the idle top-up has its own class, below plain speculation */
+    unsigned cl = (kflags & SMOE__W_PREWARM) ? SMOE__CL_TOPUP : SMOE__CL_SPEC;
+    return prefetch_into(s, key, kflags, smoe__sched_q(&s->sched, cl));
 }
 
 int smoe__prefetch_demand(struct smoe_stream *s, uint32_t layer, uint32_t key)
@@ -372,5 +378,5 @@ SMOE_API int smoe_prefetch_hint(smoe_stream *s, uint32_t layer, uint32_t expert,
     SMOE__COUNT(s, c_prefetch_hint, 1);
     /* before the prefetch: its victim pick and admission read the hint */
     smoe__hint_set(s, layer, key, p);
-    return prefetch_into(s, key, SMOE__W_SPEC, &s->hint_q[smoe__hint_band(p)]);
+    return prefetch_into(s, key, SMOE__W_SPEC, smoe__sched_q(&s->sched, smoe__sched_hint_class(smoe__hint_band(p))));
 }

@@ -16,6 +16,7 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "scheduler.h"
 #include "log.h"
 #include "fill/freq.h"
 #include "fill/prewarm.h"
@@ -183,8 +184,7 @@ static void stream_free(struct smoe_stream *s)
     smoe__replicas_close(s);
     smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
-    smoe__mpmc_free(&s->demand_q);
-    smoe__mpmc_free(&s->spec_q);
+    smoe__sched_free(&s->sched);
     smoe__hint_free(s);
     free(s->workers);
     free(s->map);
@@ -283,10 +283,9 @@ static int tables_open(struct smoe_stream *s)
     uint32_t min_chunk = s->chunk < s->spec_chunk ? s->chunk : s->spec_chunk;
     size_t qcap = (size_t)s->ring.nslots * smoe__extent_max_chunks(&s->vault, min_chunk) * 4 +
                   s->nworkers;
-    if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
-        smoe__mpmc_init(&s->spec_q, qcap))
+    if (!s->map || !s->workers || smoe__sched_init(&s->sched, qcap, s->ring.nslots))
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
-    int r = smoe__hint_init(s, qcap); /* the hint bands: as the speculative queue */
+    int r = smoe__hint_init(s);
     if (r < 0)
         return r;
     smoe__map_init(s->map, nkeys);

@@ -7,9 +7,9 @@
  * smoe_open (source.c), and a chunk's read goes through extent.c. A blob is
  * read in chunks: arming a load queues one token per chunk, so a demand
  * blob spreads over every idle worker at once. Loop: pop a token from the
- * demand queue, and only when it is empty from the hinted speculative ones,
- * highest probability band first (hint.h), then the plain speculative one,
- * so demand waits at most one chunk of lower-priority work per worker; mark
+ * scheduler (scheduler.h: demand first, then the other classes in their
+ * order), so demand waits at most one chunk of lower-priority work per
+ * worker; mark
  * the slot STARTED (which also drops tokens of a cancelled or stale load);
  * take the next chunk of the load (each chunk of an arming is handed out
  * exactly once, in the size it was armed with, whatever the number and age
@@ -40,6 +40,7 @@
 #include "vault/chunk_read.h"
 #include "vault/extent.h"
 #include "internal.h"
+#include "scheduler.h"
 #include "vault/replica.h"
 #include "platform/park.h"
 #include "platform/thread.h"
@@ -181,40 +182,26 @@ static void run_verify(smoe__worker *wk, uint32_t v)
     smoe__warmup_verify_end(s, key, err);
 }
 
-static int pop_request(struct smoe_stream *s, smoe__req *rq)
-{
-    /* Demand first, always; speculation only when demand is empty:
-     * hinted reads by band, the most probable first, then plain ones (a
-     * plain speculative prefetch carries no probability to rank it by).
-     * The token's room goes back once it is off the queue. */
-    smoe__mpmc *q = &s->demand_q;
-    if (smoe__mpmc_pop(q, rq))
-        goto got;
-    for (unsigned b = SMOE__HINT_BANDS; b-- > 0;) {
-        q = &s->hint_q[b];
-        if (smoe__mpmc_pop(q, rq))
-            goto got;
-    }
-    q = &s->spec_q;
-    if (!smoe__mpmc_pop(q, rq))
-        return 0;
-got:
-    smoe__mpmc_unreserve(q, 1);
-    return 1;
-}
-
 /*
- * One unit of work, if there is any: a demand token, else a speculative
- * one, else a chunk of this worker's warm-up share (warmup.c), so a
- * warm-up yields to both at every chunk, else (its share done, or none)
- * the hashing of a warm-up load another worker read. 0 when there was none.
+ * One unit of work, if there is any, from the scheduler (scheduler.h): the
+ * first class in order with a token (demand; the verification hand-off,
+ * for a worker without a start-up fill share; hinted speculation by band;
+ * plain speculation; the idle top-up), else a chunk of this worker's own
+ * start-up fill share (warmup.c), which so yields to every queued class
+ * at every chunk. 0 when there was none.
  */
 static int work_once(smoe__worker *wk)
 {
     struct smoe_stream *s = wk->s;
     smoe__req rq;
     int landed;
-    if (pop_request(s, &rq)) {
+    unsigned cl = smoe__sched_pop(&s->sched, smoe__warmup_may_verify(wk), &rq);
+    if (cl == SMOE__CL_VERIFY) {
+        run_verify(wk, rq.slot);
+        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        return 1;
+    }
+    if (cl != SMOE__CL_NONE) {
         (void)run_request(wk, rq, 0, &landed);
         smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
         return 1;
@@ -222,11 +209,6 @@ static int work_once(smoe__worker *wk)
     if (smoe__warmup_next(wk, &rq.slot, &rq.gen)) {
         int took = run_request(wk, rq, 1, &landed);
         smoe__warmup_ran(wk, took, landed);
-        return 1;
-    }
-    if (smoe__warmup_verify_next(wk, &rq.slot)) {
-        run_verify(wk, rq.slot);
-        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
         return 1;
     }
     return 0;

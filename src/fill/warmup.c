@@ -46,6 +46,7 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "scheduler.h"
 #include "policy/evict_reuse.h"
 #include "platform/park.h"
 #include "fill/warmup.h"
@@ -215,20 +216,16 @@ int smoe__warmup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
     /* The queue has a cell per slot and a slot has one load to verify at a
      * time: the push cannot find it full. Its release store of the cell
      * pairs with the pop's acquire, so the hasher sees the read's bytes. */
-    if (!smoe__mpmc_push(&wu->verify_q, (smoe__req){v, gen})) {
+    if (!smoe__mpmc_push(smoe__sched_q(&s->sched, SMOE__CL_VERIFY), (smoe__req){v, gen})) {
         atomic_fetch_sub(&wu->active, 1);
         return 0;
     }
     return 1;
 }
 
-int smoe__warmup_verify_next(smoe__worker *wk, uint32_t *slot)
+int smoe__warmup_may_verify(const smoe__worker *wk)
 {
-    smoe__req rq;
-    if (!runs_without_share(wk) || !smoe__mpmc_pop(&wk->s->warmup.verify_q, &rq))
-        return 0;
-    *slot = rq.slot;
-    return 1;
+    return runs_without_share(wk);
 }
 
 uint64_t smoe__warmup_park_ns(const smoe__worker *wk)
@@ -356,10 +353,8 @@ static int ensure_memory(struct smoe_stream *s, wu_item **it)
         if (wu->share)
             memset(wu->share, 0, s->nworkers * sizeof *wu->share);
     }
-    if (!wu->verify_q.cells && smoe__mpmc_init(&wu->verify_q, s->ring.nslots) < 0)
-        wu->verify_q.cells = NULL;
     *it = smoe__malloc(nkeys * sizeof **it);
-    if (wu->order && wu->share && wu->verify_q.cells && *it)
+    if (wu->order && wu->share && *it)
         return 0;
     free(*it);
     return smoe__fail(SMOE_ENOMEM, "warmup: out of memory for the list of %zu experts",
@@ -471,7 +466,6 @@ void smoe__warmup_free(struct smoe_stream *s)
 {
     free(s->warmup.order);
     smoe__aligned_free(s->warmup.share);
-    smoe__mpmc_free(&s->warmup.verify_q);
     s->warmup.order = NULL;
     s->warmup.share = NULL;
 }

@@ -29,8 +29,9 @@ void smoe__warmup_ran(struct smoe__worker *wk, int took, int landed);
  * smoe__warmup_park_ns). 1 if queued; 0: hash it here. The warm-up does
  * not end before smoe__warmup_verify_end. */
 int smoe__warmup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen);
-/* Worker loop, after its share: a verify token to run, if any (1). */
-int smoe__warmup_verify_next(struct smoe__worker *wk, uint32_t *slot);
+/* May wk take the verification hand-off's tokens (scheduler.h): a start-up
+ * fill runs and wk has no share of it left to read (1). */
+int smoe__warmup_may_verify(const struct smoe__worker *wk);
 /* How long an idle worker parks: UINT64_MAX, or while a verified warm-up
  * runs and the worker has no share left, a short poll (so that handing
  * it a blob costs the reading worker no wake-up system call). */

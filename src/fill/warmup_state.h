@@ -41,7 +41,6 @@ typedef struct smoe__warmup {
     _Atomic uint64_t t_start, t_end;
     _Atomic uint64_t c_experts;
     alignas(64) _Atomic uint64_t c_loaded, c_failed, c_bytes; /* written by workers */
-    smoe__mpmc verify_q;         /* verify tokens, one per slot at most (nslots room) */
 } smoe__warmup;
 
 #endif

@@ -32,16 +32,13 @@
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 
-int smoe__hint_init(struct smoe_stream *s, size_t qcap)
+int smoe__hint_init(struct smoe_stream *s)
 {
     size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     s->hint = smoe__calloc(nkeys ? nkeys : 1, sizeof *s->hint);
     s->hint_layer = smoe__calloc(s->vault.layers ? s->vault.layers : 1, sizeof *s->hint_layer);
-    int qfail = 0;
-    for (unsigned b = 0; b < SMOE__HINT_BANDS; b++)
-        qfail |= smoe__mpmc_init(&s->hint_q[b], qcap);
-    if (!s->hint || !s->hint_layer || qfail)
-        return smoe__fail(SMOE_ENOMEM, "open: out of memory for the hint tables and queues");
+    if (!s->hint || !s->hint_layer)
+        return smoe__fail(SMOE_ENOMEM, "open: out of memory for the hint tables");
     for (size_t i = 0; i < nkeys; i++)
         atomic_init(&s->hint[i], 0);
     for (uint32_t l = 0; l < s->vault.layers; l++)
@@ -51,8 +48,6 @@ int smoe__hint_init(struct smoe_stream *s, size_t qcap)
 
 void smoe__hint_free(struct smoe_stream *s)
 {
-    for (unsigned b = 0; b < SMOE__HINT_BANDS; b++)
-        smoe__mpmc_free(&s->hint_q[b]);
     free(s->hint);
     free(s->hint_layer);
 }

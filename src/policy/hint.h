@@ -18,9 +18,9 @@
 
 struct smoe_stream;
 
-/* Allocate the hint tables and queues (s->vault, s->ring set; qcap as the
- * speculative queue's). 0 or SMOE_ENOMEM. */
-int smoe__hint_init(struct smoe_stream *s, size_t qcap);
+/* Allocate the hint tables (s->vault set; the bands' queues are the
+ * scheduler's, scheduler.h). 0 or SMOE_ENOMEM. */
+int smoe__hint_init(struct smoe_stream *s);
 void smoe__hint_free(struct smoe_stream *s);
 
 /* Record a hint of key (of layer) with probability p (in [0, 1]). */
