@@ -34,15 +34,11 @@
 #include "policy/evict_reuse.h"
 #include "policy/hint.h"
 #include "platform/park.h"
+#include "load.h"
 #include "prefetch.h"
 
 /* The demand class's queue (scheduler.h). */
 #define DEMAND_Q(s) smoe__sched_q(&(s)->sched, SMOE__CL_DEMAND)
-
-static const smoe__vault_entry *entry_of_key(const struct smoe_stream *s, uint32_t key)
-{
-    return &s->vault.index[key];
-}
 
 static uint32_t layer_of(const struct smoe_stream *s, uint32_t key)
 {
@@ -93,22 +89,6 @@ static void queue_load(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_
                        uint32_t key, int demand)
 {
     smoe__workers_enqueue(s, q, v, gen, smoe__slot_arm(s, v, gen, key, demand));
-}
-
-/* Statistics and the speculation budget of the load or blob a reservation
- * just replaced (word w). */
-static void count_eviction(struct smoe_stream *s, uint64_t w)
-{
-    SMOE__COUNT(s, c_evictions, 1);
-    unsigned st = smoe__w_state(w);
-    int counted_spec = (w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM);
-    if (st == SMOE__SLOT_READY && counted_spec)
-        SMOE__COUNT(s, c_spec_wasted_bytes, entry_of_key(s, smoe__w_key(w))->padded);
-    if (st == SMOE__SLOT_LOADING) {
-        SMOE__COUNT(s, c_spec_cancelled, 1);
-        if (counted_spec)
-            smoe__spec_put(s);
-    }
 }
 
 /* A load that reserved key's map entry (and q's room for n tokens) found no
@@ -176,17 +156,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
     uint64_t w;
     if (!take_slot(s, key, kflags, &v, &w, &gen))
         return no_slot(s, key, kflags, q, n);
-    if (smoe__w_state(w) != SMOE__SLOT_EMPTY) {
-        /* The previous owner: its map entry, its figures, and a claimer
-         * parked on its word (a cancelled read) must look again. */
-        smoe__map_clear(s->map, smoe__w_key(w), smoe__map_make(v, smoe__w_gen(w)));
-        count_eviction(s, w);
-        smoe__slot_wake_waiters(s, v, w);
-    }
-    if (s->reuse)
-        smoe__reuse_forget(s->reuse, v); /* a new key: its score is not ours */
-    smoe__touch(s, v); /* a fresh tick, so a burst cannot evict its own head */
-    smoe__map_point(s->map, key, v, gen);
+    smoe__load_install(s, key, v, w, gen);
     queue_load(s, q, v, gen, key, demand);
     if (demand)
         SMOE__COUNT(s, c_misses, 1);

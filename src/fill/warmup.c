@@ -13,14 +13,14 @@
  * worker, gives it a single stream at the workers' depth, which reaches
  * less (docs/benchmarks.md, "Cold throughput").
  *
- * The workers do the reading, between their queues' tokens: each worker
- * takes demand tokens first, then speculative ones, and only when both
- * queues are empty a chunk of its own share (worker.c), so demand waits at
- * most one chunk per worker. A warm-up load is a pre-warm load that no
- * token was queued for: its worker reserves an EMPTY slot, arms it in
- * demand-sized chunks and reads them itself, one after the other. Demand
- * joining it upgrades it as any speculative read (prefetch.c): the demand
- * tokens then spread its remaining chunks over idle workers.
+ * The workers do the reading, as the scheduler's lowest class: a worker
+ * reads a chunk of its own share only when every queue of the scheduler
+ * is empty (scheduler.h), so demand waits at most one chunk per worker. A
+ * warm-up load is begun by the loads' one path (load.c, smoe__load_fill:
+ * an EMPTY slot, armed in demand-sized chunks, no tokens), and its worker
+ * reads the chunks itself, one after the other. Demand joining it
+ * upgrades it as any speculative read (prefetch.c): the demand tokens
+ * then spread its remaining chunks over idle workers.
  *
  * Invariants:
  *  - Only EMPTY slots are taken: the warm-up never evicts.
@@ -47,37 +47,15 @@
 #include "sized.h"
 #include "internal.h"
 #include "scheduler.h"
-#include "policy/evict_reuse.h"
 #include "platform/park.h"
 #include "fill/warmup.h"
+#include "load.h"
 
 #define CUR_MASK 0x7fffffffull
 
 static uint64_t cur_make(uint32_t next, uint32_t end)
 {
     return ((uint64_t)next << 32) | end;
-}
-
-/* Begin key's warm-up load: 1 (armed, *v, *gen), 0 (resident or in flight
- * already: skip it), -1 (no EMPTY slot left). */
-static int begin_load(struct smoe_stream *s, uint32_t key, uint32_t *v, uint32_t *gen)
-{
-    if (!smoe__map_try_reserve(s->map, key))
-        return 0;
-    uint64_t w;
-    do {
-        if (!smoe__evict_pick_empty(s, v, &w)) {
-            smoe__map_unreserve(s->map, key);
-            return -1;
-        }
-    } while (!smoe__slot_reserve(s, *v, &w, key, SMOE__W_SPEC | SMOE__W_PREWARM, gen));
-    if (s->reuse)
-        smoe__reuse_forget(s->reuse, *v);
-    smoe__touch(s, *v);
-    smoe__map_point(s->map, key, *v, *gen);
-    /* demand-sized chunks: large requests; no tokens, this worker reads them */
-    (void)smoe__slot_arm(s, *v, *gen, key, 1);
-    return 1;
 }
 
 /* The warm-up has ended (its last share finished). */
@@ -126,7 +104,7 @@ int smoe__warmup_next(smoe__worker *wk, uint32_t *slot, uint32_t *gen)
         next = end;
     while (next < end) {
         uint32_t key = wu->order[next++];
-        int r = begin_load(s, key, slot, gen);
+        int r = smoe__load_fill(s, key, slot, gen);
         if (r > 0) {
             /* relaxed: this worker is the cursor's only writer while it runs */
             atomic_store_explicit(&sh->cur, cur_make(next, end), memory_order_relaxed);
