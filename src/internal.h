@@ -31,9 +31,9 @@
 #include "scheduler_state.h"
 #include "slot.h"
 #include "fill/freq_state.h"
-#include "fill/prewarm_state.h"
+#include "fill/topup_state.h"
 #include "fill/trace_rec.h"
-#include "fill/warmup_state.h"
+#include "fill/startup_state.h"
 #include "policy/hint_state.h"
 #include "vault/extent.h"
 #include "vault/replica_state.h"
@@ -156,13 +156,13 @@ struct smoe_stream {
     /* ring sizing, popularity histogram, pre-warm thread */
     smoe__budget budget;
     alignas(64) smoe__freq freq;
-    smoe__prewarm prewarm;
+    smoe__topup topup;
 
     /* Test seam (smoe__hook below): NULL except in tests. */
     _Atomic(smoe__hook_fn) hook;
 
-    /* smoe_warmup (warmup.c) */
-    smoe__warmup warmup;
+    /* smoe_warmup (startup.c) */
+    smoe__startup startup;
 };
 
 /* Call the test seam at `point`, if one is installed. */
@@ -223,7 +223,7 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
  * warm-up, which never evicts). */
 int smoe__evict_pick_empty(struct smoe_stream *s, uint32_t *slot, uint64_t *word);
 /* For a pre-warm load of key: only colder slots idle since the pass began. */
-int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
+int smoe__evict_pick_topup(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word);
 
 /* Chunk tokens of a demand (or speculative and pre-warm) load of key: one

@@ -1,7 +1,7 @@
 /*
  * load.c - beginning a load in a reserved slot: the steps every new load
  * takes, whoever reads it (load.h). Below prefetch.c, which queues the
- * load's tokens, and warmup.c, whose worker reads the chunks itself.
+ * load's tokens, and startup.c, whose worker reads the chunks itself.
  */
 #include "internal.h"
 #include "load.h"
@@ -13,7 +13,7 @@ static void count_eviction(struct smoe_stream *s, uint64_t w)
 {
     SMOE__COUNT(s, c_evictions, 1);
     unsigned st = smoe__w_state(w);
-    int counted_spec = (w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM);
+    int counted_spec = (w & SMOE__W_SPEC) && !(w & SMOE__W_TOPUP);
     if (st == SMOE__SLOT_READY && counted_spec)
         SMOE__COUNT(s, c_spec_wasted_bytes, s->vault.index[smoe__w_key(w)].padded);
     if (st == SMOE__SLOT_LOADING) {
@@ -50,7 +50,7 @@ int smoe__load_fill(struct smoe_stream *s, uint32_t key, uint32_t *v, uint32_t *
             smoe__map_unreserve(s->map, key);
             return -1;
         }
-    } while (!smoe__slot_reserve(s, *v, &w, key, SMOE__W_SPEC | SMOE__W_PREWARM, gen));
+    } while (!smoe__slot_reserve(s, *v, &w, key, SMOE__W_SPEC | SMOE__W_TOPUP, gen));
     smoe__load_install(s, key, *v, w, *gen);
     /* demand-sized chunks: large requests; no tokens, the caller reads them */
     (void)smoe__slot_arm(s, *v, *gen, key, 1);

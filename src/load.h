@@ -1,7 +1,7 @@
 /*
  * load.h - beginning a load in a slot (load.c): one path for the loads
  * the scheduler's queues carry (prefetch.c) and for the start-up fill's
- * (warmup.c).
+ * (startup.c).
  */
 #ifndef SMOE_LOAD_H
 #define SMOE_LOAD_H
@@ -16,7 +16,7 @@ struct smoe_stream;
 void smoe__load_install(struct smoe_stream *s, uint32_t key, uint32_t v, uint64_t w,
                         uint32_t gen);
 
-/* A start-up fill load of `key` (warmup.c), the same load as a prefetch's
+/* A start-up fill load of `key` (startup.c), the same load as a prefetch's
  * but into an EMPTY slot only (the fill never evicts) and armed in
  * demand-sized chunks with no tokens: the caller reads them from its
  * share, below every class of the scheduler. 1 (armed: *v, *gen), 0

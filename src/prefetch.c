@@ -98,7 +98,7 @@ static int no_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, smoe__m
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     smoe__mpmc_unreserve(q, n);
-    if (!demand && !(kflags & SMOE__W_PREWARM))
+    if (!demand && !(kflags & SMOE__W_TOPUP))
         smoe__spec_put(s);
     smoe__map_unreserve(s->map, key);
     if (demand) {
@@ -116,8 +116,8 @@ static int take_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, uint3
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     for (;;) {
-        int got = (kflags & SMOE__W_PREWARM)
-                      ? smoe__evict_pick_prewarm(s, key, v, w)
+        int got = (kflags & SMOE__W_TOPUP)
+                      ? smoe__evict_pick_topup(s, key, v, w)
                       : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, key,
                                          v, w);
         if (!got)
@@ -133,7 +133,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
                               smoe__mpmc *sq)
 {
     const int demand = !(kflags & SMOE__W_SPEC);
-    const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
+    const int counted_spec = !demand && !(kflags & SMOE__W_TOPUP);
     smoe__hook(s, SMOE__HOOK_SLOT_PICK, UINT32_MAX, key, 0);
     if (counted_spec && !spec_budget_take(s)) {
         smoe__map_unreserve(s->map, key);
@@ -185,7 +185,7 @@ static smoe_prefetch_status joined_resident(struct smoe_stream *s, uint32_t v, i
 static void upgrade(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key)
 {
     SMOE__COUNT(s, c_spec_upgraded, 1);
-    if (!(w & SMOE__W_PREWARM))
+    if (!(w & SMOE__W_TOPUP))
         smoe__spec_put(s);
     /* relaxed: latency statistics only */
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
@@ -281,7 +281,7 @@ static int prefetch_into(struct smoe_stream *s, uint32_t key, uint64_t kflags, s
 int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 {
     /* the idle top-up has its own class, below plain speculation */
-    unsigned cl = (kflags & SMOE__W_PREWARM) ? SMOE__CL_TOPUP : SMOE__CL_SPEC;
+    unsigned cl = (kflags & SMOE__W_TOPUP) ? SMOE__CL_TOPUP : SMOE__CL_SPEC;
     return prefetch_into(s, key, kflags, smoe__sched_q(&s->sched, cl));
 }
 

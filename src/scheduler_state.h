@@ -26,11 +26,11 @@ enum {
     SMOE__CL_HINT,
     /* plain speculation (smoe_prefetch_spec) */
     SMOE__CL_SPEC = SMOE__CL_HINT + SMOE__HINT_BANDS,
-    /* the idle top-up ("pre-warm", prewarm.c) */
+    /* the idle top-up ("pre-warm", topup.c) */
     SMOE__CL_TOPUP,
     SMOE__CL_QUEUES,
     /* below every queue: a chunk of the worker's own start-up fill share
-     * (warmup.c), which is a cursor, not a queue */
+     * (startup.c), which is a cursor, not a queue */
     SMOE__CL_FILL = SMOE__CL_QUEUES,
     SMOE__CL_NONE
 };

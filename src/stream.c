@@ -19,8 +19,8 @@
 #include "scheduler.h"
 #include "log.h"
 #include "fill/freq.h"
-#include "fill/prewarm.h"
-#include "fill/warmup.h"
+#include "fill/topup.h"
+#include "fill/startup.h"
 #include "policy/evict_reuse.h"
 #include "policy/hint.h"
 #include "vault/replica.h"
@@ -175,12 +175,12 @@ static _Atomic uint64_t stream_ids;
 
 static void stream_free(struct smoe_stream *s)
 {
-    smoe__prewarm_stop(s); /* before the workers: it feeds their queues */
+    smoe__topup_stop(s); /* before the workers: it feeds their queues */
     if (s->workers) {
         smoe__workers_join(s);
         close_fds(s);
     }
-    smoe__warmup_free(s); /* after the workers: they read its shares */
+    smoe__startup_free(s); /* after the workers: they read its shares */
     smoe__replicas_close(s);
     smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
@@ -331,7 +331,7 @@ static int stream_open(struct smoe_stream *s, const smoe_open_opts *o)
         return r;
     if ((r = smoe__workers_start(s)) < 0)
         return r;
-    return smoe__prewarm_start(s, o);
+    return smoe__topup_start(s, o);
 }
 
 SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_stream **out)
@@ -369,13 +369,13 @@ SMOE_API int smoe_shutdown(smoe_stream *s)
         return smoe__fail(SMOE_EINVAL, "shutdown: NULL stream");
     atomic_store(&s->stop, 1);
     /* Pre-warm: wake it, and return only once it is not issuing a read. */
-    smoe__prewarm_kick(s, 1);
+    smoe__topup_kick(s, 1);
     /* Workers: a new work_seq makes any parked or parking worker return. */
     atomic_fetch_add(&s->work_seq, 1);
     smoe__park_wake(&s->work_seq, INT_MAX);
     /* Claimers: none stays parked on a slot; nor on the warm-up. */
     smoe__slots_shutdown(s);
-    smoe__warmup_kick(s);
+    smoe__startup_kick(s);
     return 0;
 }
 

@@ -27,7 +27,7 @@
  * worker sees the new work_seq (and the kernel refuses to sleep on a
  * stale value): no lost wake-up, no mutex, no condition variable. While
  * a warm-up with verification runs, a worker without a share parks for
- * 100 us at a time instead (smoe__warmup_park_ns): the readers queue their
+ * 100 us at a time instead (smoe__startup_park_ns): the readers queue their
  * landed blobs' hashing without waking anyone.
  */
 #include <limits.h>
@@ -44,7 +44,7 @@
 #include "vault/replica.h"
 #include "platform/park.h"
 #include "platform/thread.h"
-#include "fill/warmup.h"
+#include "fill/startup.h"
 
 /* Tell parked workers there is work (after a push). */
 static void notify_workers(struct smoe_stream *s, int n)
@@ -159,7 +159,7 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
         SMOE__COUNT(s, c_bytes_read, got);
     if (smoe__slot_chunk_landed(s, rq.slot)) {
         /* A warm-up's stream reads on while another worker hashes. */
-        if (defer && s->verify && !err && smoe__warmup_hand_verify(s, rq.slot, rq.gen)) {
+        if (defer && s->verify && !err && smoe__startup_hand_verify(s, rq.slot, rq.gen)) {
             *landed = 2;
             return 1;
         }
@@ -169,7 +169,7 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
     return 1;
 }
 
-/* A verify token (smoe__warmup_hand_verify): every chunk of slot v's
+/* A verify token (smoe__startup_hand_verify): every chunk of slot v's
  * warm-up load has landed and nobody else touches the slot (STARTED,
  * chunks all taken); hash it and publish. The queue's pop (acquire) pairs
  * with the handing worker's push (release): its read's bytes are seen. */
@@ -179,7 +179,7 @@ static void run_verify(smoe__worker *wk, uint32_t v)
     /* acquire: [K] (slot.c): the key of the load this token finishes */
     const uint32_t key = smoe__w_key(smoe__slot_word(&s->ring, v));
     int err = load_done(s, wk, v, key, smoe__slot_arming(s, v), &s->vault.index[key]);
-    smoe__warmup_verify_end(s, key, err);
+    smoe__startup_verify_end(s, key, err);
 }
 
 /*
@@ -187,7 +187,7 @@ static void run_verify(smoe__worker *wk, uint32_t v)
  * first class in order with a token (demand; the verification hand-off,
  * for a worker without a start-up fill share; hinted speculation by band;
  * plain speculation; the idle top-up), else a chunk of this worker's own
- * start-up fill share (warmup.c), which so yields to every queued class
+ * start-up fill share (startup.c), which so yields to every queued class
  * at every chunk. 0 when there was none.
  */
 static int work_once(smoe__worker *wk)
@@ -195,7 +195,7 @@ static int work_once(smoe__worker *wk)
     struct smoe_stream *s = wk->s;
     smoe__req rq;
     int landed;
-    unsigned cl = smoe__sched_pop(&s->sched, smoe__warmup_may_verify(wk), &rq);
+    unsigned cl = smoe__sched_pop(&s->sched, smoe__startup_may_verify(wk), &rq);
     if (cl == SMOE__CL_VERIFY) {
         run_verify(wk, rq.slot);
         smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
@@ -206,9 +206,9 @@ static int work_once(smoe__worker *wk)
         smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
         return 1;
     }
-    if (smoe__warmup_next(wk, &rq.slot, &rq.gen)) {
+    if (smoe__startup_next(wk, &rq.slot, &rq.gen)) {
         int took = run_request(wk, rq, 1, &landed);
-        smoe__warmup_ran(wk, took, landed);
+        smoe__startup_ran(wk, took, landed);
         return 1;
     }
     return 0;
@@ -237,7 +237,7 @@ static void *worker_main(void *arg)
         }
         if (!atomic_load(&s->stop)) {
             SMOE__COUNT(s, c_worker_parks, 1);
-            smoe__park_wait(&s->work_seq, seq, smoe__warmup_park_ns(wk));
+            smoe__park_wait(&s->work_seq, seq, smoe__startup_park_ns(wk));
         }
         atomic_fetch_sub(&s->idle, 1);
     }

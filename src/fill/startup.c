@@ -1,6 +1,6 @@
 /*
- * warmup.c - smoe_warmup, smoe_warmup_wait, smoe_warmup_cancel: fill the
- * ring's empty slots at the drive's speed.
+ * startup.c - the start-up fill: smoe_warmup, smoe_warmup_wait,
+ * smoe_warmup_cancel fill the ring's empty slots at the drive's speed.
  *
  * The choice: the experts neither resident nor in flight, by claim count
  * (most first), ties and unclaimed experts in layer order, as many as the
@@ -24,7 +24,7 @@
  *
  * Invariants:
  *  - Only EMPTY slots are taken: the warm-up never evicts.
- *  - A share's cursor (warmup.h) is moved only by its worker while the
+ *  - A share's cursor (startup.h) is moved only by its worker while the
  *    warm-up runs, and written by smoe_warmup only while none runs; the
  *    order, nshares and the cursors are written before the release store
  *    of RUNNING, and a worker reads them after an acquire load of state
@@ -35,7 +35,7 @@
  *  - `active` counts shares not FINISHED; the worker that finishes the
  *    last one ends the warm-up: state IDLE, done_seq bumped, waiters woken.
  *
- * Hot path: smoe__warmup_next and smoe__warmup_ran take no lock and
+ * Hot path: smoe__startup_next and smoe__startup_ran take no lock and
  * allocate nothing; when no warm-up runs they cost one load.
  */
 #include <limits.h>
@@ -48,7 +48,7 @@
 #include "internal.h"
 #include "scheduler.h"
 #include "platform/park.h"
-#include "fill/warmup.h"
+#include "fill/startup.h"
 #include "load.h"
 
 #define CUR_MASK 0x7fffffffull
@@ -61,38 +61,38 @@ static uint64_t cur_make(uint32_t next, uint32_t end)
 /* The warm-up has ended (its last share finished). */
 static void end_warmup(struct smoe_stream *s)
 {
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     /* relaxed: statistics; the state store below publishes it */
     atomic_store_explicit(&wu->t_end, smoe__now_ns(), memory_order_relaxed);
-    atomic_store(&wu->state, SMOE__WU_IDLE);
+    atomic_store(&wu->state, SMOE__STARTUP_IDLE);
     atomic_fetch_add(&wu->done_seq, 1);
     smoe__park_wake(&wu->done_seq, INT_MAX);
 }
 
-static void finish_share(struct smoe_stream *s, smoe__warmup_share *sh, uint64_t c)
+static void finish_share(struct smoe_stream *s, smoe__startup_share *sh, uint64_t c)
 {
     /* release: pairs with smoe_warmup's acquire loads of the cursors
      * (through `active`), so a new warm-up sees this worker done with it */
-    atomic_store_explicit(&sh->cur, c | SMOE__WU_FINISHED, memory_order_release);
-    if (atomic_fetch_sub(&s->warmup.active, 1) == 1)
+    atomic_store_explicit(&sh->cur, c | SMOE__STARTUP_FINISHED, memory_order_release);
+    if (atomic_fetch_sub(&s->startup.active, 1) == 1)
         end_warmup(s);
 }
 
-int smoe__warmup_next(smoe__worker *wk, uint32_t *slot, uint32_t *gen)
+int smoe__startup_next(smoe__worker *wk, uint32_t *slot, uint32_t *gen)
 {
     struct smoe_stream *s = wk->s;
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     /* acquire: pairs with smoe_warmup's release store of RUNNING (order,
      * nshares, the cursors) */
     uint32_t st = atomic_load_explicit(&wu->state, memory_order_acquire);
     /* relaxed: ordered by the acquire load of state above */
-    if (!(st & SMOE__WU_RUNNING) ||
+    if (!(st & SMOE__STARTUP_RUNNING) ||
         wk->id >= atomic_load_explicit(&wu->nshares, memory_order_relaxed))
         return 0;
-    smoe__warmup_share *sh = &wu->share[wk->id];
+    smoe__startup_share *sh = &wu->share[wk->id];
     /* acquire: pairs with smoe_warmup's release store of this cursor */
     uint64_t c = atomic_load_explicit(&sh->cur, memory_order_acquire);
-    if (c & SMOE__WU_FINISHED)
+    if (c & SMOE__STARTUP_FINISHED)
         return 0;
     if (sh->have) {
         *slot = sh->slot;
@@ -100,7 +100,7 @@ int smoe__warmup_next(smoe__worker *wk, uint32_t *slot, uint32_t *gen)
         return 1;
     }
     uint32_t next = (uint32_t)(c >> 32) & CUR_MASK, end = (uint32_t)(c & CUR_MASK);
-    if ((st & SMOE__WU_CANCEL) || atomic_load(&s->stop))
+    if ((st & SMOE__STARTUP_CANCEL) || atomic_load(&s->stop))
         next = end;
     while (next < end) {
         uint32_t key = wu->order[next++];
@@ -129,29 +129,29 @@ static void count_load(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t
         return;
     switch (smoe__w_state(w)) {
     case SMOE__SLOT_FAILED:
-        SMOE__COUNT(&s->warmup, c_failed, 1);
+        SMOE__COUNT(&s->startup, c_failed, 1);
         break;
     case SMOE__SLOT_READY:
     case SMOE__SLOT_CONSUMED:
     case SMOE__SLOT_LOADING: /* its last chunks are in demand's hands */
-        SMOE__COUNT(&s->warmup, c_loaded, 1);
-        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[key].padded);
+        SMOE__COUNT(&s->startup, c_loaded, 1);
+        SMOE__COUNT(&s->startup, c_bytes, s->vault.index[key].padded);
         break;
     default:
         break;
     }
 }
 
-void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
+void smoe__startup_ran(smoe__worker *wk, int took, int landed)
 {
     struct smoe_stream *s = wk->s;
-    smoe__warmup *wu = &s->warmup;
-    smoe__warmup_share *sh = &wu->share[wk->id];
+    smoe__startup *wu = &s->startup;
+    smoe__startup_share *sh = &wu->share[wk->id];
     if (took && !landed)
         return; /* chunks to go */
     sh->have = 0;
     if (landed == 2)
-        return; /* smoe__warmup_verify_end counts it */
+        return; /* smoe__startup_verify_end counts it */
     /* The load is over for this worker: landed here, ended by a demand
      * token's worker, or cancelled by a demand eviction before it began.
      * A poll to count: nothing is read through it. */
@@ -169,21 +169,21 @@ void smoe__warmup_ran(smoe__worker *wk, int took, int landed)
  * left to read. */
 static int runs_without_share(const smoe__worker *wk)
 {
-    const smoe__warmup *wu = &wk->s->warmup;
+    const smoe__startup *wu = &wk->s->startup;
     /* acquire: pairs with smoe_warmup's release store of RUNNING */
-    if (!(atomic_load_explicit(&wu->state, memory_order_acquire) & SMOE__WU_RUNNING))
+    if (!(atomic_load_explicit(&wu->state, memory_order_acquire) & SMOE__STARTUP_RUNNING))
         return 0;
     /* relaxed: ordered by the acquire load of state above */
     if (wk->id >= atomic_load_explicit(&wu->nshares, memory_order_relaxed))
         return 1;
     /* acquire: pairs with smoe_warmup's release store of this cursor */
     return (atomic_load_explicit(&wu->share[wk->id].cur, memory_order_acquire) &
-            SMOE__WU_FINISHED) != 0;
+            SMOE__STARTUP_FINISHED) != 0;
 }
 
-int smoe__warmup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
+int smoe__startup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
 {
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     /* relaxed: set before RUNNING, which this worker has seen. A worker
      * without a share exists when there are more workers than shares, or
      * one is parked (its share done); it polls the queue (park_ns). */
@@ -201,25 +201,25 @@ int smoe__warmup_hand_verify(struct smoe_stream *s, uint32_t v, uint32_t gen)
     return 1;
 }
 
-int smoe__warmup_may_verify(const smoe__worker *wk)
+int smoe__startup_may_verify(const smoe__worker *wk)
 {
     return runs_without_share(wk);
 }
 
-uint64_t smoe__warmup_park_ns(const smoe__worker *wk)
+uint64_t smoe__startup_park_ns(const smoe__worker *wk)
 {
     return wk->s->verify && runs_without_share(wk) ? VERIFY_POLL_NS : UINT64_MAX;
 }
 
-void smoe__warmup_verify_end(struct smoe_stream *s, uint32_t key, int err)
+void smoe__startup_verify_end(struct smoe_stream *s, uint32_t key, int err)
 {
     if (err) {
-        SMOE__COUNT(&s->warmup, c_failed, 1);
+        SMOE__COUNT(&s->startup, c_failed, 1);
     } else {
-        SMOE__COUNT(&s->warmup, c_loaded, 1);
-        SMOE__COUNT(&s->warmup, c_bytes, s->vault.index[key].padded);
+        SMOE__COUNT(&s->startup, c_loaded, 1);
+        SMOE__COUNT(&s->startup, c_bytes, s->vault.index[key].padded);
     }
-    if (atomic_fetch_sub(&s->warmup.active, 1) == 1)
+    if (atomic_fetch_sub(&s->startup.active, 1) == 1)
         end_warmup(s);
 }
 
@@ -274,7 +274,7 @@ static uint32_t choose(struct smoe_stream *s, wu_item *it, uint32_t cap)
         it[i].by = s->vault.index[it[i].key].offset;
     qsort(it, n, sizeof *it, by_offset);
     for (uint32_t i = 0; i < n; i++)
-        s->warmup.order[i] = it[i].key;
+        s->startup.order[i] = it[i].key;
     return n;
 }
 
@@ -282,7 +282,7 @@ static uint32_t choose(struct smoe_stream *s, wu_item *it, uint32_t cap)
  * shares with work. */
 static uint32_t cut_shares(struct smoe_stream *s, uint32_t n, uint32_t nshares)
 {
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     uint64_t total = 0, acc = 0;
     for (uint32_t i = 0; i < n; i++)
         total += s->vault.index[wu->order[i]].padded;
@@ -293,7 +293,7 @@ static uint32_t cut_shares(struct smoe_stream *s, uint32_t n, uint32_t nshares)
             acc += s->vault.index[wu->order[i++]].padded;
         uint64_t c = cur_make(begin, i);
         if (begin == i)
-            c |= SMOE__WU_FINISHED;
+            c |= SMOE__STARTUP_FINISHED;
         else
             busy++;
         wu->share[j].have = 0;
@@ -322,7 +322,7 @@ static int read_wopts(const smoe_warmup_opts *in, smoe_warmup_opts *o)
 /* The memory every warm-up of s uses, allocated by the first. */
 static int ensure_memory(struct smoe_stream *s, wu_item **it)
 {
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     const size_t nkeys = (size_t)s->vault.layers * s->vault.experts;
     if (!wu->order)
         wu->order = smoe__malloc(nkeys * sizeof *wu->order);
@@ -349,15 +349,15 @@ SMOE_API int smoe_warmup(smoe_stream *s, const smoe_warmup_opts *opts)
         return r;
     if (atomic_load(&s->stop))
         return smoe__fail(SMOE_ESHUTDOWN, "warmup: stream is shut down");
-    smoe__warmup *wu = &s->warmup;
-    uint32_t idle = SMOE__WU_IDLE;
+    smoe__startup *wu = &s->startup;
+    uint32_t idle = SMOE__STARTUP_IDLE;
     /* seq_cst: one caller at a time gets past this */
-    if (!atomic_compare_exchange_strong(&wu->state, &idle, SMOE__WU_STARTING))
+    if (!atomic_compare_exchange_strong(&wu->state, &idle, SMOE__STARTUP_STARTING))
         return smoe__fail(SMOE_EBUSY, "warmup: a warm-up is running; wait for it "
                           "(smoe_warmup_wait) or cancel it (smoe_warmup_cancel)");
     wu_item *it;
     if ((r = ensure_memory(s, &it)) < 0) {
-        atomic_store(&wu->state, SMOE__WU_IDLE);
+        atomic_store(&wu->state, SMOE__STARTUP_IDLE);
         return r;
     }
     uint32_t cap = empty_slots(s);
@@ -380,13 +380,13 @@ SMOE_API int smoe_warmup(smoe_stream *s, const smoe_warmup_opts *opts)
     atomic_store_explicit(&wu->nshares, nshares, memory_order_relaxed);
     uint32_t busy = cut_shares(s, n, nshares);
     if (busy == 0) {
-        atomic_store(&wu->state, SMOE__WU_IDLE);
+        atomic_store(&wu->state, SMOE__STARTUP_IDLE);
         return 0;
     }
     atomic_store_explicit(&wu->active, busy, memory_order_relaxed);
     /* seq_cst: the release the workers' acquire loads pair with, and
      * ordered before the work_seq bump for the parking handshake (worker.c) */
-    atomic_store(&wu->state, SMOE__WU_RUNNING);
+    atomic_store(&wu->state, SMOE__STARTUP_RUNNING);
     atomic_fetch_add(&s->work_seq, 1);
     if (atomic_load(&s->idle) > 0)
         smoe__park_wake(&s->work_seq, INT_MAX);
@@ -397,11 +397,11 @@ SMOE_API int smoe_warmup_wait(smoe_stream *s, uint64_t timeout_ns)
 {
     if (!s)
         return smoe__fail(SMOE_EINVAL, "warmup_wait: NULL stream");
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     const uint64_t t0 = smoe__now_ns();
     for (;;) {
         uint32_t q = atomic_load(&wu->done_seq);
-        if (!(atomic_load(&wu->state) & (SMOE__WU_RUNNING | SMOE__WU_STARTING)))
+        if (!(atomic_load(&wu->state) & (SMOE__STARTUP_RUNNING | SMOE__STARTUP_STARTING)))
             return 0;
         if (atomic_load(&s->stop))
             return smoe__fail(SMOE_ESHUTDOWN, "warmup_wait: stream is shut down");
@@ -419,13 +419,13 @@ SMOE_API int smoe_warmup_cancel(smoe_stream *s)
 {
     if (!s)
         return smoe__fail(SMOE_EINVAL, "warmup_cancel: NULL stream");
-    smoe__warmup *wu = &s->warmup;
+    smoe__startup *wu = &s->startup;
     /* seq_cst: CANCEL lands only on a running warm-up */
     uint32_t st = atomic_load(&wu->state);
-    while ((st & SMOE__WU_RUNNING) &&
-           !atomic_compare_exchange_weak(&wu->state, &st, st | SMOE__WU_CANCEL))
+    while ((st & SMOE__STARTUP_RUNNING) &&
+           !atomic_compare_exchange_weak(&wu->state, &st, st | SMOE__STARTUP_CANCEL))
         ;
-    if (!(st & SMOE__WU_RUNNING))
+    if (!(st & SMOE__STARTUP_RUNNING))
         return 0;
     /* Parked workers with a share left look again, see CANCEL, finish. */
     atomic_fetch_add(&s->work_seq, 1);
@@ -434,25 +434,25 @@ SMOE_API int smoe_warmup_cancel(smoe_stream *s)
     return r == SMOE_ESHUTDOWN ? 0 : r;
 }
 
-void smoe__warmup_kick(struct smoe_stream *s)
+void smoe__startup_kick(struct smoe_stream *s)
 {
-    atomic_fetch_add(&s->warmup.done_seq, 1);
-    smoe__park_wake(&s->warmup.done_seq, INT_MAX);
+    atomic_fetch_add(&s->startup.done_seq, 1);
+    smoe__park_wake(&s->startup.done_seq, INT_MAX);
 }
 
-void smoe__warmup_free(struct smoe_stream *s)
+void smoe__startup_free(struct smoe_stream *s)
 {
-    free(s->warmup.order);
-    smoe__aligned_free(s->warmup.share);
-    s->warmup.order = NULL;
-    s->warmup.share = NULL;
+    free(s->startup.order);
+    smoe__aligned_free(s->startup.share);
+    s->startup.order = NULL;
+    s->startup.share = NULL;
 }
 
-void smoe__warmup_stats(const struct smoe_stream *s, smoe_stats *st)
+void smoe__startup_stats(const struct smoe_stream *s, smoe_stats *st)
 {
-    const smoe__warmup *wu = &s->warmup;
+    const smoe__startup *wu = &s->startup;
     /* seq_cst load of state; the counters relaxed: statistics only */
-    const int running = (atomic_load(&wu->state) & SMOE__WU_RUNNING) && !atomic_load(&s->stop);
+    const int running = (atomic_load(&wu->state) & SMOE__STARTUP_RUNNING) && !atomic_load(&s->stop);
     st->warmup_running = (uint64_t)running;
     st->warmup_experts = atomic_load_explicit(&wu->c_experts, memory_order_relaxed);
     st->warmup_loaded = atomic_load_explicit(&wu->c_loaded, memory_order_relaxed);

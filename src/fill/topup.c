@@ -1,10 +1,11 @@
 /*
- * prewarm.c - the pre-warm thread ("smoe-prewarm") and smoe_set_busy.
+ * topup.c - the idle top-up, "pre-warm" (its thread: "smoe-prewarm"), and
+ * smoe_set_busy.
  *
  * While the engine is idle (at open, before the first claim, and between
  * requests) the thread walks the experts by their claim count, hottest
  * first, and prefetches each as a pre-warm read (SMOE__W_SPEC |
- * SMOE__W_PREWARM: queued behind demand, not counted against the
+ * SMOE__W_TOPUP: queued behind demand, not counted against the
  * speculative cap). It keeps at most one pre-warm read outstanding: after
  * queuing one it waits until the read has landed, then pauses
  * (prewarm_pause_us), so the drive's queue stays shallow however slow the
@@ -24,7 +25,7 @@
  *    the pass's start (the `floor`): nothing demand loaded or used since
  *    the pass began, and none of the pass's own loads; and only among
  *    experts with fewer claims than the one it loads
- *    (smoe__evict_pick_prewarm).
+ *    (smoe__evict_pick_topup).
  *  - Every wait is a park on `seq` with a timeout, so smoe_set_busy,
  *    smoe_shutdown and close wake the thread at once; close joins it
  *    before the workers, so it never outlives the ring.
@@ -41,11 +42,11 @@
 #include "platform/park.h"
 #include "platform/thread.h"
 #include "prefetch.h"
-#include "fill/prewarm.h"
+#include "fill/topup.h"
 
 static int stopped(struct smoe_stream *s)
 {
-    return atomic_load(&s->stop) || atomic_load(&s->prewarm.quit);
+    return atomic_load(&s->stop) || atomic_load(&s->topup.quit);
 }
 
 /* Pre-warm-owned slots right now: loading or READY for pre-warm, neither
@@ -57,7 +58,7 @@ static uint32_t owned_slots(struct smoe_stream *s)
         /* a count to stop at; a stale word only moves it by one */
         uint64_t w = smoe__slot_peek(&s->ring, v);
         unsigned st = smoe__w_state(w);
-        if ((w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0 &&
+        if ((w & SMOE__W_TOPUP) && smoe__w_pins(w) == 0 &&
             (st == SMOE__SLOT_READY || st == SMOE__SLOT_LOADING))
             n++;
     }
@@ -66,7 +67,7 @@ static uint32_t owned_slots(struct smoe_stream *s)
 
 static int hotter(const void *a, const void *b)
 {
-    const smoe__prewarm_item *x = a, *y = b;
+    const smoe__topup_item *x = a, *y = b;
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
     return x->key < y->key ? -1 : x->key > y->key;
@@ -80,16 +81,16 @@ static size_t rank_by_claims(struct smoe_stream *s)
         /* relaxed: statistics only (see smoe__freq_hit) */
         uint64_t c = atomic_load_explicit(&s->freq.count[k], memory_order_relaxed);
         if (c && s->vault.index[k].present)
-            s->prewarm.order[n++] = (smoe__prewarm_item){c, (uint32_t)k};
+            s->topup.order[n++] = (smoe__topup_item){c, (uint32_t)k};
     }
-    qsort(s->prewarm.order, n, sizeof *s->prewarm.order, hotter);
+    qsort(s->topup.order, n, sizeof *s->topup.order, hotter);
     return n;
 }
 
 /* Park until seq moves or ns pass; returns early on busy or stop. */
 static void pause_for(struct smoe_stream *s, uint64_t ns)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     uint64_t end = smoe__now_ns() + ns;
     for (;;) {
         uint32_t q = atomic_load(&pw->seq);
@@ -111,7 +112,7 @@ static void pause_for(struct smoe_stream *s, uint64_t ns)
  */
 static void wait_landed(struct smoe_stream *s, uint32_t key)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     for (;;) {
         uint32_t q = atomic_load(&pw->seq);
         if (atomic_load(&s->busy) || stopped(s))
@@ -128,11 +129,11 @@ static void wait_landed(struct smoe_stream *s, uint32_t key)
  */
 static int issue(struct smoe_stream *s, uint32_t key)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     atomic_store(&pw->issuing, 1);
     int r = -1;
     if (!atomic_load(&s->busy) && !stopped(s)) {
-        r = smoe__prefetch_key(s, key, SMOE__W_SPEC | SMOE__W_PREWARM);
+        r = smoe__prefetch_key(s, key, SMOE__W_SPEC | SMOE__W_TOPUP);
         if (r == SMOE_QUEUED)
             /* relaxed: statistics only; counted before issuing drops, so a
              * smoe_set_busy(1) that returned sees it */
@@ -145,7 +146,7 @@ static int issue(struct smoe_stream *s, uint32_t key)
 /* One idle period: warm the hottest experts until done, busy or stopped. */
 static void run_pass(struct smoe_stream *s)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     size_t n = rank_by_claims(s);
     /* relaxed: the clock only ranks; the floor is read back by this thread */
     atomic_store_explicit(&pw->floor, atomic_load_explicit(&s->clock, memory_order_relaxed),
@@ -163,7 +164,7 @@ static void run_pass(struct smoe_stream *s)
             wait_landed(s, pw->order[i].key);
             pause_for(s, pw->pause_ns);
         } else if (r == SMOE_SKIPPED) {
-            if (++skips >= SMOE__PREWARM_MAX_SKIPS)
+            if (++skips >= SMOE__TOPUP_MAX_SKIPS)
                 break; /* nothing older than the pass is left to evict */
         } else {
             skips = 0; /* resident or loading already */
@@ -176,7 +177,7 @@ static void run_pass(struct smoe_stream *s)
 static void *prewarm_main(void *arg)
 {
     struct smoe_stream *s = arg;
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     smoe__thread_name("smoe-prewarm");
     for (;;) {
         uint32_t q = atomic_load(&pw->seq);
@@ -192,14 +193,14 @@ static void *prewarm_main(void *arg)
     return NULL;
 }
 
-int smoe__prewarm_start(struct smoe_stream *s, const smoe_open_opts *o)
+int smoe__topup_start(struct smoe_stream *s, const smoe_open_opts *o)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     uint32_t n = s->ring.nslots;
-    uint32_t reserve = n / SMOE__PREWARM_RESERVE_DIV > SMOE__PREWARM_RESERVE_MIN
-                           ? n / SMOE__PREWARM_RESERVE_DIV
-                           : SMOE__PREWARM_RESERVE_MIN;
-    uint32_t pause_us = o->prewarm_pause_us ? o->prewarm_pause_us : SMOE__PREWARM_PAUSE_US;
+    uint32_t reserve = n / SMOE__TOPUP_RESERVE_DIV > SMOE__TOPUP_RESERVE_MIN
+                           ? n / SMOE__TOPUP_RESERVE_DIV
+                           : SMOE__TOPUP_RESERVE_MIN;
+    uint32_t pause_us = o->prewarm_pause_us ? o->prewarm_pause_us : SMOE__TOPUP_PAUSE_US;
     pw->pause_ns = (uint64_t)pause_us * 1000;
     pw->cap = 0;
     if ((o->flags & SMOE_OPEN_NO_PREWARM) || n <= reserve)
@@ -218,9 +219,9 @@ int smoe__prewarm_start(struct smoe_stream *s, const smoe_open_opts *o)
     return 0;
 }
 
-void smoe__prewarm_kick(struct smoe_stream *s, int wait_issuing)
+void smoe__topup_kick(struct smoe_stream *s, int wait_issuing)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     atomic_fetch_add(&pw->seq, 1);
     smoe__park_wake(&pw->seq, INT_MAX);
     /* seq_cst load: pairs with the thread's seq_cst store of issuing
@@ -233,12 +234,12 @@ void smoe__prewarm_kick(struct smoe_stream *s, int wait_issuing)
     }
 }
 
-void smoe__prewarm_stop(struct smoe_stream *s)
+void smoe__topup_stop(struct smoe_stream *s)
 {
-    smoe__prewarm *pw = &s->prewarm;
+    smoe__topup *pw = &s->topup;
     if (pw->started) {
         atomic_store(&pw->quit, 1);
-        smoe__prewarm_kick(s, 0);
+        smoe__topup_kick(s, 0);
         pthread_join(pw->thread, NULL);
         pw->started = 0;
     }
@@ -253,13 +254,13 @@ SMOE_API int smoe_set_busy(smoe_stream *s, int busy)
     /* seq_cst: against the pre-warm thread's store of issuing and its load
      * of busy (the handshake at the top of this file) */
     atomic_store(&s->busy, busy != 0);
-    smoe__prewarm_kick(s, busy != 0);
+    smoe__topup_kick(s, busy != 0);
     return 0;
 }
 
-void smoe__prewarm_stats(const struct smoe_stream *s, smoe_stats *st)
+void smoe__topup_stats(const struct smoe_stream *s, smoe_stats *st)
 {
-    const smoe__prewarm *pw = &s->prewarm;
+    const smoe__topup *pw = &s->topup;
     st->prewarm_slots = pw->started ? pw->cap : 0;
     /* relaxed: statistics only */
     st->prewarm_passes = atomic_load_explicit(&pw->c_passes, memory_order_relaxed);

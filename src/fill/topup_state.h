@@ -1,10 +1,10 @@
 /*
- * prewarm_state.h - the pre-warm thread's state (prewarm.h), embedded in
+ * topup_state.h - the idle top-up's state (topup.h), embedded in
  * struct smoe_stream: plain data below internal.h, so that the stream
  * object includes no header of the code that runs on it.
  */
-#ifndef SMOE_PREWARM_STATE_H
-#define SMOE_PREWARM_STATE_H
+#ifndef SMOE_TOPUP_STATE_H
+#define SMOE_TOPUP_STATE_H
 
 #include <pthread.h>
 #include <stdalign.h>
@@ -12,23 +12,23 @@
 #include <stdint.h>
 
 /* Slots kept for the live working set: pre-warm never fills them. */
-#define SMOE__PREWARM_RESERVE_MIN 128u
-#define SMOE__PREWARM_RESERVE_DIV 4u
-#define SMOE__PREWARM_PAUSE_US 4000u
+#define SMOE__TOPUP_RESERVE_MIN 128u
+#define SMOE__TOPUP_RESERVE_DIV 4u
+#define SMOE__TOPUP_PAUSE_US 4000u
 /* Consecutive prefetches that found no room before a pass gives up. */
-#define SMOE__PREWARM_MAX_SKIPS 16u
+#define SMOE__TOPUP_MAX_SKIPS 16u
 
-typedef struct smoe__prewarm_item {
+typedef struct smoe__topup_item {
     uint64_t count;
     uint32_t key;
-} smoe__prewarm_item;
+} smoe__topup_item;
 
-typedef struct smoe__prewarm {
+typedef struct smoe__topup {
     pthread_t thread;
     int started;
     uint32_t cap;               /* most slots pre-warm fills; 0: no thread */
     uint64_t pause_ns;          /* between two pre-warm reads */
-    smoe__prewarm_item *order;  /* the pass's keys, hottest first (thread-owned) */
+    smoe__topup_item *order;  /* the pass's keys, hottest first (thread-owned) */
     /* The thread parks on seq; smoe_set_busy, smoe_shutdown and close bump
      * it and wake the thread. */
     alignas(64) _Atomic uint32_t seq;
@@ -37,6 +37,6 @@ typedef struct smoe__prewarm {
     _Atomic uint64_t floor;     /* LRU clock when the current pass began */
     _Atomic uint64_t c_reads, c_passes;  /* written by the pre-warm thread */
     alignas(64) _Atomic uint64_t c_hits; /* written by claimers */
-} smoe__prewarm;
+} smoe__topup;
 
 #endif

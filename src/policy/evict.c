@@ -173,12 +173,12 @@ int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_
  *    pre-warm never trades an expert for one no more popular.
  * FAILED slots first, then the fewest claims, then the least recently used.
  */
-int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
+int smoe__evict_pick_topup(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word)
 {
     const uint32_t n = s->ring.nslots;
     /* relaxed: written by the pre-warm thread, which is the caller */
-    const uint64_t floor = atomic_load_explicit(&s->prewarm.floor, memory_order_relaxed);
+    const uint64_t floor = atomic_load_explicit(&s->topup.floor, memory_order_relaxed);
     /* relaxed: statistics only (see smoe__freq_hit) */
     const uint64_t heat = atomic_load_explicit(&s->freq.count[key], memory_order_relaxed);
     int best_class = 2;

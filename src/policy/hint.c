@@ -75,7 +75,7 @@ int smoe__cancel_queued(struct smoe_stream *s, uint32_t key)
         return r;
     smoe__map_clear(s->map, key, me);
     SMOE__COUNT(s, c_spec_cancelled, 1);
-    if (!(w & SMOE__W_PREWARM))
+    if (!(w & SMOE__W_TOPUP))
         smoe__spec_put(s);
     smoe__slot_wake_waiters(s, v, w);
     return 0;

@@ -55,7 +55,7 @@
  * Not modelled: LRU ticks (within a victim class either slot may win),
  * empty_hint (the scan starts at slot 0), statistics and t_queued,
  * verification of the blob's checksum (a chunk's read fails instead),
- * pre-warm (SMOE__W_PREWARM, smoe__evict_pick_prewarm), the claim_wait
+ * pre-warm (SMOE__W_TOPUP, smoe__evict_pick_topup), the claim_wait
  * timeout, SMOE_EREFS (pins stop at 3: asserted never reached), queue room
  * outside the ROOM configuration (their queues never fill: asserted),
  * which error code a failed read reports (err is 0 or the key and gen of
