@@ -14,7 +14,11 @@
  *             (chunks not landed) of the load in progress (src/slot.h;
  *             every move of them is src/slot.c's).
  *   dq, sq    the demand and speculative queues (src/mpmc.h): FIFO
- *             channels of chunk tokens (slot, gen).
+ *             channels of chunk tokens (slot, gen). sq stands for every
+ *             class of src/scheduler.c below demand (hint bands, plain
+ *             speculation, the idle top-up): the slot protocol treats
+ *             their tokens alike, and a worker takes them only when dq
+ *             is empty, as it takes sq's here.
  *   droom, sroom
  *             (ROOM) the room reserved in each queue (src/mpmc.h).
  *   data[v*NU+u]
