@@ -1547,8 +1547,8 @@ progress_call:                              /* a call returned */
 #define W_WAKE   12    /* smoe__slot_publish: wake the slot's waiters */
 #define W_EXIT   13
 
-/* pop_request: demand first, then speculative; the token's room is given
- * back (ROOM). */
+/* pop_request (smoe__sched_pop): demand first, then speculative; the
+ * token's room is given back (ROOM). */
 inline pop_request()
 {
     if
