@@ -28,7 +28,7 @@ find src -name '*.c' -o -name '*.h' | sort | while IFS= read -r f; do
     d=$(dirname "$f")
     sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | while IFS= read -r h; do
         if [ -f "$d/$h" ]; then p="$d/$h"; elif [ -f "src/$h" ]; then p="src/$h"; else continue; fi
-        p=$(printf '%s\n' "$p" | sed -e 's|/\./|/|g' -e 's|^src/||')
+        p=${p#src/}
         g=${f#src/}
         printf '%s %s %s %s\n' "${g%.*}" "${p%.*}" "$g" "$p"
     done
