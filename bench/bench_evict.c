@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "policy/evict_reuse.h"
 #include "platform/park.h"
 #include "smoe/smoe.h"
 #include "testutil.h"

@@ -9,6 +9,7 @@
 #include "budget.h"
 #include "error.h"
 #include "internal.h"
+#include "log.h"
 
 static int scout_size(struct smoe_stream *s, const char *path, uint64_t *bytes)
 {

@@ -21,6 +21,7 @@
 #include "error.h"
 #include "fault_text.h"
 #include "internal.h"
+#include "fill/freq.h"
 #include "platform/park.h"
 #include "prefetch.h"
 
@@ -71,10 +72,10 @@ static smoe_claim_status fill_blob(struct smoe_stream *s, uint32_t layer, uint32
         SMOE__COUNT(s, c_claim_hits, 1);
         return SMOE_HIT;
     }
-    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM))
+    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_TOPUP))
         SMOE__COUNT(s, c_spec_used, 1);
-    else if (w & SMOE__W_PREWARM)
-        SMOE__COUNT(s, prewarm.c_hits, 1);
+    else if (w & SMOE__W_TOPUP)
+        SMOE__COUNT(s, topup.c_hits, 1);
     return SMOE_READY;
 }
 

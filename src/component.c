@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "extent.h"
+#include "vault/extent.h"
 #include "internal.h"
 
 /* The layout record of blob's layout, or NULL (message set). */

@@ -9,7 +9,6 @@
 
 #include "smoe/smoe.h"
 #include "error.h"
-#include "internal.h"
 
 _Atomic(smoe__fail_note_fn) smoe__fail_note;
 
@@ -93,16 +92,4 @@ const char *smoe__errno_name(int eno, char buf[16])
 #endif
     snprintf(buf, 16, "errno %d", eno);
     return buf;
-}
-
-void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...)
-{
-    if (!s->log_fn)
-        return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->log_fn(s->log_user, level, msg);
 }

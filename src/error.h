@@ -29,9 +29,4 @@ int smoe__fail(int code, const char *fmt, ...) SMOE__PRINTF(2, 3);
  * for one without a name. */
 const char *smoe__errno_name(int eno, char buf[16]);
 
-struct smoe_stream;
-/* Log through the stream's callback (smoe_open_opts.log_fn), if it has one.
- * level: SMOE_LOG_*. Never on the hot path. */
-void smoe__log(struct smoe_stream *s, int level, const char *fmt, ...) SMOE__PRINTF(3, 4);
-
 #endif

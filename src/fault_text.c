@@ -12,6 +12,7 @@
 #include "error.h"
 #include "fault_text.h"
 #include "internal.h"
+#include "vault/source.h"
 
 /* Append to buf[*k..n) like snprintf; *k stops at n. */
 static void put(char *buf, size_t n, size_t *k, const char *fmt, ...) SMOE__PRINTF(4, 5);

@@ -21,23 +21,24 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "smoe/smoe.h"
 #include "budget.h"
-#include "evict_reuse.h"
-#include "freq.h"
-#include "hint.h"
 #include "io.h"
-#include "mpmc.h"
-#include "extent.h"
 #include "latency.h"
-#include "prewarm.h"
-#include "replica.h"
+#include "mpmc.h"
+#include "scheduler_state.h"
 #include "slot.h"
-#include "source.h"
-#include "trace_rec.h"
-#include "vault.h"
-#include "warmup.h"
+#include "fill/freq_state.h"
+#include "fill/topup_state.h"
+#include "fill/trace_rec.h"
+#include "fill/startup_state.h"
+#include "policy/hint_state.h"
+#include "vault/extent.h"
+#include "vault/replica_state.h"
+#include "vault/source_fds.h"
+#include "vault/vault.h"
 
 #define SMOE__ALIGN 16384u
 #define SMOE__DEFAULT_WORKERS 16u
@@ -99,9 +100,7 @@ struct smoe_stream {
     const smoe__io *io;
     smoe__ring ring;
     _Atomic uint64_t *map;   /* layers * experts residency entries (slot.h) */
-    smoe__mpmc demand_q;
-    smoe__mpmc spec_q;
-    smoe__mpmc hint_q[SMOE__HINT_BANDS]; /* hinted speculative reads, by band (hint.h) */
+    smoe__sched sched;       /* every read's token queues, by class (scheduler.h) */
     smoe__worker *workers;
     smoe__trace_rec *trace;
 
@@ -116,7 +115,7 @@ struct smoe_stream {
     uint32_t chunk;          /* demand read chunk bytes, a multiple of 16 KiB */
     uint32_t spec_chunk;     /* speculative and pre-warm read chunk bytes */
     uint32_t eviction;       /* SMOE_EVICT_LRU or SMOE_EVICT_REUSE */
-    smoe__reuse *reuse;      /* the reuse policy's state; NULL under LRU */
+    struct smoe__reuse *reuse; /* the reuse policy's state (evict_reuse.h); NULL under LRU */
     smoe_log_fn log_fn;
     void *log_user;
 
@@ -157,13 +156,13 @@ struct smoe_stream {
     /* ring sizing, popularity histogram, pre-warm thread */
     smoe__budget budget;
     alignas(64) smoe__freq freq;
-    smoe__prewarm prewarm;
+    smoe__topup topup;
 
     /* Test seam (smoe__hook below): NULL except in tests. */
     _Atomic(smoe__hook_fn) hook;
 
-    /* smoe_warmup (warmup.c) */
-    smoe__warmup warmup;
+    /* smoe_warmup (startup.c) */
+    smoe__startup startup;
 };
 
 /* Call the test seam at `point`, if one is installed. */
@@ -220,8 +219,11 @@ static inline int smoe__hint_live(const struct smoe_stream *s, uint32_t key, flo
 enum { SMOE__PICK_DEMAND = 0, SMOE__PICK_SPEC = 1 };
 int smoe__evict_pick(struct smoe_stream *s, unsigned kind, uint32_t key, uint32_t *slot,
                      uint64_t *word);
+/* An EMPTY slot only, scanning from where the last pick left off (the
+ * warm-up, which never evicts). */
+int smoe__evict_pick_empty(struct smoe_stream *s, uint32_t *slot, uint64_t *word);
 /* For a pre-warm load of key: only colder slots idle since the pass began. */
-int smoe__evict_pick_prewarm(struct smoe_stream *s, uint32_t key, uint32_t *slot,
+int smoe__evict_pick_topup(struct smoe_stream *s, uint32_t key, uint32_t *slot,
                              uint64_t *word);
 
 /* Chunk tokens of a demand (or speculative and pre-warm) load of key: one
@@ -232,9 +234,9 @@ static inline uint32_t smoe__load_chunks(const struct smoe_stream *s, uint32_t k
 }
 
 /* worker.c */
-/* Queue n chunk tokens of slot v's load (gen) on q (the demand, a hint
- * band's or the speculative queue), in room the caller has reserved (smoe__mpmc_reserve),
- * and wake up to n parked workers. */
+/* Queue n chunk tokens of slot v's load (gen) on q (a class's queue,
+ * scheduler.h), in room the caller has reserved (smoe__mpmc_reserve), and wake
+ * up to n parked workers. */
 void smoe__workers_enqueue(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_t gen,
                            uint32_t n);
 int smoe__workers_start(struct smoe_stream *s);

@@ -30,13 +30,15 @@
 
 #include "error.h"
 #include "internal.h"
+#include "scheduler.h"
+#include "policy/evict_reuse.h"
+#include "policy/hint.h"
 #include "platform/park.h"
+#include "load.h"
 #include "prefetch.h"
 
-static const smoe__vault_entry *entry_of_key(const struct smoe_stream *s, uint32_t key)
-{
-    return &s->vault.index[key];
-}
+/* The demand class's queue (scheduler.h). */
+#define DEMAND_Q(s) smoe__sched_q(&(s)->sched, SMOE__CL_DEMAND)
 
 static uint32_t layer_of(const struct smoe_stream *s, uint32_t key)
 {
@@ -53,11 +55,11 @@ static int no_demand_room(struct smoe_stream *s, uint32_t key, uint32_t n)
 {
     SMOE__COUNT(s, c_full, 1);
     /* relaxed: a figure for the message only */
-    size_t held = atomic_load_explicit(&s->demand_q.reserved, memory_order_relaxed);
+    size_t held = atomic_load_explicit(&DEMAND_Q(s)->reserved, memory_order_relaxed);
     return smoe__fail(SMOE_EFULL, "prefetch: (layer %u, expert %u): the demand queue has no "
                       "room for its %u read requests (%zu of %zu are queued or reserved); "
                       "nothing was changed", layer_of(s, key), expert_of(s, key), n, held,
-                      smoe__mpmc_capacity(&s->demand_q));
+                      smoe__mpmc_capacity(DEMAND_Q(s)));
 }
 
 static int too_many_pins(struct smoe_stream *s, uint32_t key)
@@ -89,22 +91,6 @@ static void queue_load(struct smoe_stream *s, smoe__mpmc *q, uint32_t v, uint32_
     smoe__workers_enqueue(s, q, v, gen, smoe__slot_arm(s, v, gen, key, demand));
 }
 
-/* Statistics and the speculation budget of the load or blob a reservation
- * just replaced (word w). */
-static void count_eviction(struct smoe_stream *s, uint64_t w)
-{
-    SMOE__COUNT(s, c_evictions, 1);
-    unsigned st = smoe__w_state(w);
-    int counted_spec = (w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM);
-    if (st == SMOE__SLOT_READY && counted_spec)
-        SMOE__COUNT(s, c_spec_wasted_bytes, entry_of_key(s, smoe__w_key(w))->padded);
-    if (st == SMOE__SLOT_LOADING) {
-        SMOE__COUNT(s, c_spec_cancelled, 1);
-        if (counted_spec)
-            smoe__spec_put(s);
-    }
-}
-
 /* A load that reserved key's map entry (and q's room for n tokens) found no
  * slot: give both back, and the budget unit. */
 static int no_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, smoe__mpmc *q,
@@ -112,7 +98,7 @@ static int no_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, smoe__m
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     smoe__mpmc_unreserve(q, n);
-    if (!demand && !(kflags & SMOE__W_PREWARM))
+    if (!demand && !(kflags & SMOE__W_TOPUP))
         smoe__spec_put(s);
     smoe__map_unreserve(s->map, key);
     if (demand) {
@@ -130,8 +116,8 @@ static int take_slot(struct smoe_stream *s, uint32_t key, uint64_t kflags, uint3
 {
     const int demand = !(kflags & SMOE__W_SPEC);
     for (;;) {
-        int got = (kflags & SMOE__W_PREWARM)
-                      ? smoe__evict_pick_prewarm(s, key, v, w)
+        int got = (kflags & SMOE__W_TOPUP)
+                      ? smoe__evict_pick_topup(s, key, v, w)
                       : smoe__evict_pick(s, demand ? SMOE__PICK_DEMAND : SMOE__PICK_SPEC, key,
                                          v, w);
         if (!got)
@@ -147,7 +133,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
                               smoe__mpmc *sq)
 {
     const int demand = !(kflags & SMOE__W_SPEC);
-    const int counted_spec = !demand && !(kflags & SMOE__W_PREWARM);
+    const int counted_spec = !demand && !(kflags & SMOE__W_TOPUP);
     smoe__hook(s, SMOE__HOOK_SLOT_PICK, UINT32_MAX, key, 0);
     if (counted_spec && !spec_budget_take(s)) {
         smoe__map_unreserve(s->map, key);
@@ -155,7 +141,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
         return SMOE_SKIPPED;
     }
     /* Room for the load's tokens, before a slot is taken. */
-    smoe__mpmc *q = demand ? &s->demand_q : sq;
+    smoe__mpmc *q = demand ? DEMAND_Q(s) : sq;
     const uint32_t n = smoe__load_chunks(s, key, demand);
     if (!smoe__mpmc_reserve(q, n)) {
         if (counted_spec)
@@ -170,17 +156,7 @@ static int load_into_new_slot(struct smoe_stream *s, uint32_t key, uint64_t kfla
     uint64_t w;
     if (!take_slot(s, key, kflags, &v, &w, &gen))
         return no_slot(s, key, kflags, q, n);
-    if (smoe__w_state(w) != SMOE__SLOT_EMPTY) {
-        /* The previous owner: its map entry, its figures, and a claimer
-         * parked on its word (a cancelled read) must look again. */
-        smoe__map_clear(s->map, smoe__w_key(w), smoe__map_make(v, smoe__w_gen(w)));
-        count_eviction(s, w);
-        smoe__slot_wake_waiters(s, v, w);
-    }
-    if (s->reuse)
-        smoe__reuse_forget(s->reuse, v); /* a new key: its score is not ours */
-    smoe__touch(s, v); /* a fresh tick, so a burst cannot evict its own head */
-    smoe__map_point(s->map, key, v, gen);
+    smoe__load_install(s, key, v, w, gen);
     queue_load(s, q, v, gen, key, demand);
     if (demand)
         SMOE__COUNT(s, c_misses, 1);
@@ -209,13 +185,13 @@ static smoe_prefetch_status joined_resident(struct smoe_stream *s, uint32_t v, i
 static void upgrade(struct smoe_stream *s, uint32_t v, uint64_t w, uint32_t key)
 {
     SMOE__COUNT(s, c_spec_upgraded, 1);
-    if (!(w & SMOE__W_PREWARM))
+    if (!(w & SMOE__W_TOPUP))
         smoe__spec_put(s);
     /* relaxed: latency statistics only */
     atomic_store_explicit(&s->ring.t_queued[v], smoe__now_ns(), memory_order_relaxed);
     const uint32_t n = smoe__load_chunks(s, key, 0);
-    if (smoe__mpmc_reserve(&s->demand_q, n))
-        smoe__workers_enqueue(s, &s->demand_q, v, smoe__w_gen(w), n);
+    if (smoe__mpmc_reserve(DEMAND_Q(s), n))
+        smoe__workers_enqueue(s, DEMAND_Q(s), v, smoe__w_gen(w), n);
 }
 
 /* A prefetch joined key's read in flight in slot v (word w before). */
@@ -235,7 +211,7 @@ static smoe_prefetch_status retried(struct smoe_stream *s, uint32_t v, uint32_t 
                                     uint32_t key)
 {
     smoe__touch(s, v);
-    queue_load(s, &s->demand_q, v, gen, key, 1);
+    queue_load(s, DEMAND_Q(s), v, gen, key, 1);
     SMOE__COUNT(s, c_misses, 1);
     return SMOE_QUEUED;
 }
@@ -256,14 +232,14 @@ static int join_slot(struct smoe_stream *s, uint32_t v, uint32_t key, uint32_t g
     smoe__join j;
     while ((j = smoe__slot_join(&s->ring, v, key, gen, demand, room, &w)) ==
            SMOE__JOIN_NEED_ROOM) {
-        if (!smoe__mpmc_reserve(&s->demand_q, nretry)) {
+        if (!smoe__mpmc_reserve(DEMAND_Q(s), nretry)) {
             *r = no_demand_room(s, key, nretry);
             return 1;
         }
         room = 1;
     }
     if (room && j != SMOE__JOIN_RETRY)
-        smoe__mpmc_unreserve(&s->demand_q, nretry); /* no retry after all */
+        smoe__mpmc_unreserve(DEMAND_Q(s), nretry); /* no retry after all */
     switch (j) {
     case SMOE__JOIN_PINS_FULL: *r = too_many_pins(s, key); return 1;
     case SMOE__JOIN_NO_RETRY: *r = SMOE_SKIPPED; return 1; /* only demand retries */
@@ -304,7 +280,9 @@ static int prefetch_into(struct smoe_stream *s, uint32_t key, uint64_t kflags, s
 
 int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags)
 {
-    return prefetch_into(s, key, kflags, &s->spec_q);
+    /* the idle top-up has its own class, below plain speculation */
+    unsigned cl = (kflags & SMOE__W_TOPUP) ? SMOE__CL_TOPUP : SMOE__CL_SPEC;
+    return prefetch_into(s, key, kflags, smoe__sched_q(&s->sched, cl));
 }
 
 int smoe__prefetch_demand(struct smoe_stream *s, uint32_t layer, uint32_t key)
@@ -370,5 +348,5 @@ SMOE_API int smoe_prefetch_hint(smoe_stream *s, uint32_t layer, uint32_t expert,
     SMOE__COUNT(s, c_prefetch_hint, 1);
     /* before the prefetch: its victim pick and admission read the hint */
     smoe__hint_set(s, layer, key, p);
-    return prefetch_into(s, key, SMOE__W_SPEC, &s->hint_q[smoe__hint_band(p)]);
+    return prefetch_into(s, key, SMOE__W_SPEC, smoe__sched_q(&s->sched, smoe__sched_hint_class(smoe__hint_band(p))));
 }

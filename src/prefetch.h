@@ -9,7 +9,7 @@ struct smoe_stream;
 /*
  * Prefetch expert `key` (layer * experts + expert, already validated).
  * kflags: 0 for demand, SMOE__W_SPEC for speculative, SMOE__W_SPEC |
- * SMOE__W_PREWARM for pre-warm. Returns as smoe_prefetch.
+ * SMOE__W_TOPUP for pre-warm. Returns as smoe_prefetch.
  */
 int smoe__prefetch_key(struct smoe_stream *s, uint32_t key, uint64_t kflags);
 /* A demand prefetch of `key` of `layer`, with the eviction policy's

@@ -5,7 +5,7 @@
  * (smoe__map_lookup, smoe__slot_join, smoe__slot_claim, smoe__slot_release)
  * are static inline in slot.h, where a call would cost a few percent of
  * those calls (bench/bench_core.c); the rest are here. prefetch.c,
- * claim.c, worker.c, evict.c, prewarm.c and stream.c call them (and read
+ * claim.c, worker.c, evict.c, topup.c and stream.c call them (and read
  * words through slot.h's two loads); none of them touches those words
  * itself. tests/spin/slot.pml models each function, step by step
  * (docs/internals/slot-protocol.md maps the steps).
@@ -348,7 +348,7 @@ void smoe__slot_publish(struct smoe_stream *s, uint32_t v, uint32_t arming, int 
         /* release: [P]; relaxed on failure: retry */
     } while (!atomic_compare_exchange_weak_explicit(word, &w, nw, memory_order_release,
                                                     memory_order_relaxed));
-    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_PREWARM) && smoe__w_pins(w) == 0)
+    if ((w & SMOE__W_SPEC) && !(w & SMOE__W_TOPUP) && smoe__w_pins(w) == 0)
         smoe__spec_put(s);
     smoe__touch(s, v); /* freshly loaded: a fresh tick */
     smoe__slot_wake_waiters(s, v, w);

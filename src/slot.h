@@ -49,7 +49,7 @@ typedef enum smoe__slot_state {
 #define SMOE__W_STARTED (1ull << 3)
 #define SMOE__W_WAITERS (1ull << 4)
 #define SMOE__W_SPEC (1ull << 5)
-#define SMOE__W_PREWARM (1ull << 6)
+#define SMOE__W_TOPUP (1ull << 6)
 #define SMOE__W_PIN_SHIFT 7
 #define SMOE__W_PIN_BITS 7
 #define SMOE__W_PIN_ONE (1ull << SMOE__W_PIN_SHIFT)
@@ -270,7 +270,7 @@ void smoe__map_clear(_Atomic uint64_t *map, uint32_t key, uint64_t entry);
 /*
  * Take slot v, seen as *w by a victim pick (EMPTY, or idle), for a new load
  * of key: LOADING, STARTED until armed, the flags of kflags (SMOE__W_SPEC,
- * SMOE__W_PREWARM; none: demand, which adds a pin), a new gen (*gen).
+ * SMOE__W_TOPUP; none: demand, which adds a pin), a new gen (*gen).
  * 1: taken, *w is the word it replaced; 0: the word moved (pick again).
  */
 int smoe__slot_reserve(struct smoe_stream *s, uint32_t v, uint64_t *w, uint32_t key,
@@ -320,7 +320,7 @@ static inline smoe__join smoe__join_word(uint64_t w, uint32_t key, uint32_t gen,
             /* The first pin of a speculative read upgrades it; not started
              * yet, it becomes a plain demand read. */
             if (smoe__w_pins(w) == 0 && !(w & SMOE__W_STARTED))
-                *nw &= ~(SMOE__W_SPEC | SMOE__W_PREWARM);
+                *nw &= ~(SMOE__W_SPEC | SMOE__W_TOPUP);
         }
         return SMOE__JOIN_INFLIGHT;
     case SMOE__SLOT_FAILED:
@@ -329,7 +329,7 @@ static inline smoe__join smoe__join_word(uint64_t w, uint32_t key, uint32_t gen,
         if (!room)
             return SMOE__JOIN_NEED_ROOM;
         /* LOADING again, same gen, STARTED until re-armed (as reserve) */
-        *nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_PREWARM | SMOE__W_STARTED |
+        *nw = ((w & ~(SMOE__W_STATE_MASK | SMOE__W_SPEC | SMOE__W_TOPUP | SMOE__W_STARTED |
                       SMOE__W_WAITERS)) |
                SMOE__SLOT_LOADING | SMOE__W_STARTED) + SMOE__W_PIN_ONE;
         return SMOE__JOIN_RETRY;

@@ -4,6 +4,10 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "fill/freq.h"
+#include "fill/topup.h"
+#include "fill/startup.h"
+#include "policy/evict_reuse.h"
 
 /* relaxed: statistics only, no ordering with anything */
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -75,7 +79,7 @@ SMOE_API int smoe_get_stats(smoe_stream *s, smoe_stats *st)
     f.ready_spec_p99_ns = smoe__lat_quantile(&s->lat_spec, 0.99, NULL);
     smoe__budget_stats(s, &f);
     smoe__freq_stats(s, &f);
-    smoe__prewarm_stats(s, &f);
-    smoe__warmup_stats(s, &f);
+    smoe__topup_stats(s, &f);
+    smoe__startup_stats(s, &f);
     return smoe__sized_out(st, &f, sizeof f, sizeof(size_t), "get_stats", "smoe_stats");
 }

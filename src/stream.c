@@ -16,6 +16,15 @@
 #include "error.h"
 #include "sized.h"
 #include "internal.h"
+#include "scheduler.h"
+#include "log.h"
+#include "fill/freq.h"
+#include "fill/topup.h"
+#include "fill/startup.h"
+#include "policy/evict_reuse.h"
+#include "policy/hint.h"
+#include "vault/replica.h"
+#include "vault/source.h"
 #include "platform/park.h"
 
 SMOE_API void smoe_open_opts_init(smoe_open_opts *opts)
@@ -166,17 +175,16 @@ static _Atomic uint64_t stream_ids;
 
 static void stream_free(struct smoe_stream *s)
 {
-    smoe__prewarm_stop(s); /* before the workers: it feeds their queues */
+    smoe__topup_stop(s); /* before the workers: it feeds their queues */
     if (s->workers) {
         smoe__workers_join(s);
         close_fds(s);
     }
-    smoe__warmup_free(s); /* after the workers: they read its shares */
+    smoe__startup_free(s); /* after the workers: they read its shares */
     smoe__replicas_close(s);
     smoe__sources_close(s);
     smoe__trace_rec_close(s->trace);
-    smoe__mpmc_free(&s->demand_q);
-    smoe__mpmc_free(&s->spec_q);
+    smoe__sched_free(&s->sched);
     smoe__hint_free(s);
     free(s->workers);
     free(s->map);
@@ -275,10 +283,9 @@ static int tables_open(struct smoe_stream *s)
     uint32_t min_chunk = s->chunk < s->spec_chunk ? s->chunk : s->spec_chunk;
     size_t qcap = (size_t)s->ring.nslots * smoe__extent_max_chunks(&s->vault, min_chunk) * 4 +
                   s->nworkers;
-    if (!s->map || !s->workers || smoe__mpmc_init(&s->demand_q, qcap) ||
-        smoe__mpmc_init(&s->spec_q, qcap))
+    if (!s->map || !s->workers || smoe__sched_init(&s->sched, qcap, s->ring.nslots))
         return smoe__fail(SMOE_ENOMEM, "open: out of memory for the residency map and queues");
-    int r = smoe__hint_init(s, qcap); /* the hint bands: as the speculative queue */
+    int r = smoe__hint_init(s);
     if (r < 0)
         return r;
     smoe__map_init(s->map, nkeys);
@@ -324,7 +331,7 @@ static int stream_open(struct smoe_stream *s, const smoe_open_opts *o)
         return r;
     if ((r = smoe__workers_start(s)) < 0)
         return r;
-    return smoe__prewarm_start(s, o);
+    return smoe__topup_start(s, o);
 }
 
 SMOE_API int smoe_open(const char *vault_path, const smoe_open_opts *opts, smoe_stream **out)
@@ -362,13 +369,13 @@ SMOE_API int smoe_shutdown(smoe_stream *s)
         return smoe__fail(SMOE_EINVAL, "shutdown: NULL stream");
     atomic_store(&s->stop, 1);
     /* Pre-warm: wake it, and return only once it is not issuing a read. */
-    smoe__prewarm_kick(s, 1);
+    smoe__topup_kick(s, 1);
     /* Workers: a new work_seq makes any parked or parking worker return. */
     atomic_fetch_add(&s->work_seq, 1);
     smoe__park_wake(&s->work_seq, INT_MAX);
     /* Claimers: none stays parked on a slot; nor on the warm-up. */
     smoe__slots_shutdown(s);
-    smoe__warmup_kick(s);
+    smoe__startup_kick(s);
     return 0;
 }
 

@@ -7,9 +7,9 @@
  * smoe_open (source.c), and a chunk's read goes through extent.c. A blob is
  * read in chunks: arming a load queues one token per chunk, so a demand
  * blob spreads over every idle worker at once. Loop: pop a token from the
- * demand queue, and only when it is empty from the hinted speculative ones,
- * highest probability band first (hint.h), then the plain speculative one,
- * so demand waits at most one chunk of lower-priority work per worker; mark
+ * scheduler (scheduler.h: demand first, then the other classes in their
+ * order), so demand waits at most one chunk of lower-priority work per
+ * worker; mark
  * the slot STARTED (which also drops tokens of a cancelled or stale load);
  * take the next chunk of the load (each chunk of an arming is handed out
  * exactly once, in the size it was armed with, whatever the number and age
@@ -27,7 +27,7 @@
  * worker sees the new work_seq (and the kernel refuses to sleep on a
  * stale value): no lost wake-up, no mutex, no condition variable. While
  * a warm-up with verification runs, a worker without a share parks for
- * 100 us at a time instead (smoe__warmup_park_ns): the readers queue their
+ * 100 us at a time instead (smoe__startup_park_ns): the readers queue their
  * landed blobs' hashing without waking anyone.
  */
 #include <limits.h>
@@ -35,13 +35,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "blob_check.h"
+#include "vault/blob_check.h"
 #include "error.h"
-#include "extent.h"
+#include "vault/chunk_read.h"
+#include "vault/extent.h"
 #include "internal.h"
+#include "scheduler.h"
+#include "vault/replica.h"
 #include "platform/park.h"
 #include "platform/thread.h"
-#include "warmup.h"
+#include "fill/startup.h"
 
 /* Tell parked workers there is work (after a push). */
 static void notify_workers(struct smoe_stream *s, int n)
@@ -116,7 +119,7 @@ static int read_chunk(struct smoe_stream *s, const smoe__worker *wk, uint32_t sl
         return smoe__replica_read(s, wk, smoe__slot_data(&s->ring, slot) + off, len,
                                   s->vault.index[key].offset + off, sequential, why);
     }
-    int err = smoe__extent_read(s, wk, slot, key, off, len, got, why);
+    int err = smoe__chunk_read(s, wk, slot, key, off, len, got, why);
     if (err != SMOE_ESHUTDOWN)
         smoe__replica_count(s, *got, err != 0);
     return err;
@@ -156,7 +159,7 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
         SMOE__COUNT(s, c_bytes_read, got);
     if (smoe__slot_chunk_landed(s, rq.slot)) {
         /* A warm-up's stream reads on while another worker hashes. */
-        if (defer && s->verify && !err && smoe__warmup_hand_verify(s, rq.slot, rq.gen)) {
+        if (defer && s->verify && !err && smoe__startup_hand_verify(s, rq.slot, rq.gen)) {
             *landed = 2;
             return 1;
         }
@@ -166,7 +169,7 @@ static int run_request(smoe__worker *wk, smoe__req rq, int defer, int *landed)
     return 1;
 }
 
-/* A verify token (smoe__warmup_hand_verify): every chunk of slot v's
+/* A verify token (smoe__startup_hand_verify): every chunk of slot v's
  * warm-up load has landed and nobody else touches the slot (STARTED,
  * chunks all taken); hash it and publish. The queue's pop (acquire) pairs
  * with the handing worker's push (release): its read's bytes are seen. */
@@ -176,55 +179,36 @@ static void run_verify(smoe__worker *wk, uint32_t v)
     /* acquire: [K] (slot.c): the key of the load this token finishes */
     const uint32_t key = smoe__w_key(smoe__slot_word(&s->ring, v));
     int err = load_done(s, wk, v, key, smoe__slot_arming(s, v), &s->vault.index[key]);
-    smoe__warmup_verify_end(s, key, err);
-}
-
-static int pop_request(struct smoe_stream *s, smoe__req *rq)
-{
-    /* Demand first, always; speculation only when demand is empty:
-     * hinted reads by band, the most probable first, then plain ones (a
-     * plain speculative prefetch carries no probability to rank it by).
-     * The token's room goes back once it is off the queue. */
-    smoe__mpmc *q = &s->demand_q;
-    if (smoe__mpmc_pop(q, rq))
-        goto got;
-    for (unsigned b = SMOE__HINT_BANDS; b-- > 0;) {
-        q = &s->hint_q[b];
-        if (smoe__mpmc_pop(q, rq))
-            goto got;
-    }
-    q = &s->spec_q;
-    if (!smoe__mpmc_pop(q, rq))
-        return 0;
-got:
-    smoe__mpmc_unreserve(q, 1);
-    return 1;
+    smoe__startup_verify_end(s, key, err);
 }
 
 /*
- * One unit of work, if there is any: a demand token, else a speculative
- * one, else a chunk of this worker's warm-up share (warmup.c), so a
- * warm-up yields to both at every chunk, else (its share done, or none)
- * the hashing of a warm-up load another worker read. 0 when there was none.
+ * One unit of work, if there is any, from the scheduler (scheduler.h): the
+ * first class in order with a token (demand; the verification hand-off,
+ * for a worker without a start-up fill share; hinted speculation by band;
+ * plain speculation; the idle top-up), else a chunk of this worker's own
+ * start-up fill share (startup.c), which so yields to every queued class
+ * at every chunk. 0 when there was none.
  */
 static int work_once(smoe__worker *wk)
 {
     struct smoe_stream *s = wk->s;
     smoe__req rq;
     int landed;
-    if (pop_request(s, &rq)) {
+    unsigned cl = smoe__sched_pop(&s->sched, smoe__startup_may_verify(wk), &rq);
+    if (cl == SMOE__CL_VERIFY) {
+        run_verify(wk, rq.slot);
+        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        return 1;
+    }
+    if (cl != SMOE__CL_NONE) {
         (void)run_request(wk, rq, 0, &landed);
         smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
         return 1;
     }
-    if (smoe__warmup_next(wk, &rq.slot, &rq.gen)) {
+    if (smoe__startup_next(wk, &rq.slot, &rq.gen)) {
         int took = run_request(wk, rq, 1, &landed);
-        smoe__warmup_ran(wk, took, landed);
-        return 1;
-    }
-    if (smoe__warmup_verify_next(wk, &rq.slot)) {
-        run_verify(wk, rq.slot);
-        smoe__hook(s, SMOE__HOOK_REQUEST_DONE, rq.slot, 0, 0);
+        smoe__startup_ran(wk, took, landed);
         return 1;
     }
     return 0;
@@ -253,7 +237,7 @@ static void *worker_main(void *arg)
         }
         if (!atomic_load(&s->stop)) {
             SMOE__COUNT(s, c_worker_parks, 1);
-            smoe__park_wait(&s->work_seq, seq, smoe__warmup_park_ns(wk));
+            smoe__park_wait(&s->work_seq, seq, smoe__startup_park_ns(wk));
         }
         atomic_fetch_sub(&s->idle, 1);
     }

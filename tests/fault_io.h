@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "io.h"
+#include "smoe_tier.h"
 
 enum fio_call { FIO_OPEN, FIO_CLOSE, FIO_PREAD, FIO_PWRITE, FIO_FSYNC, FIO_RENAME,
                 FIO_UNLINK, FIO_SIZE, FIO_STAT, FIO_LINK, FIO_NCALLS,

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io.h"
+#include "smoe_tier.h"
 
 /* A piece of a sparse file: len bytes at file offset off. */
 typedef struct tu_mem_seg {

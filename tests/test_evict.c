@@ -24,6 +24,7 @@
 
 #include "fault_io.h"
 #include "internal.h"
+#include "policy/evict_reuse.h"
 #include "sim_policy.h"
 #include "smoe/smoe.h"
 #include "testutil.h"

@@ -29,6 +29,7 @@
 
 #include "fault_io.h"
 #include "internal.h"
+#include "fill/freq.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
 

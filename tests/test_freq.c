@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "fault_io.h"
-#include "freq.h"
+#include "fill/freq.h"
 #include "internal.h"
 #include "smoe/smoe.h"
 #include "testutil.h"

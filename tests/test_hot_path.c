@@ -361,11 +361,11 @@ static void demand_never_waits_for_queue_room(void **state)
     o.ring_slots = 4;
     o.spec_share_pct = 100;
     smoe_stream *s = tu_fx_open(f, &o);
-    const size_t room = smoe__mpmc_capacity(&s->demand_q);
+    const size_t room = smoe__mpmc_capacity(&s->sched.q[SMOE__CL_DEMAND]);
     smoe_blob b;
 
     /* a new demand load */
-    assert_true(smoe__mpmc_reserve(&s->demand_q, room));
+    assert_true(smoe__mpmc_reserve(&s->sched.q[SMOE__CL_DEMAND], room));
     smoe_stats st0 = tu_stats(s);
     uint64_t t0 = tu_now_ns();
     int r = smoe_prefetch(s, 0, 0, 0);
@@ -379,7 +379,7 @@ static void demand_never_waits_for_queue_room(void **state)
     assert_int_equal(st1.slots_empty, st0.slots_empty);
     assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_ENOTRESIDENT);
     assert_int_equal(smoe_claim_wait(s, 0, 0, tu_bound_ns(), &b), SMOE_EFULL);
-    smoe__mpmc_unreserve(&s->demand_q, room);
+    smoe__mpmc_unreserve(&s->sched.q[SMOE__CL_DEMAND], room);
     claim_ok(s, f, 0, 0);
 
     /* an upgrade without demand room: pinned, read at speculative priority */
@@ -387,10 +387,10 @@ static void demand_never_waits_for_queue_room(void **state)
     assert_int_equal(smoe_prefetch(s, 0, 3, 0), SMOE_QUEUED); /* keeps the worker busy */
     tu_wait_holding(&fio.holding);
     assert_int_equal(smoe_prefetch(s, 0, 1, SMOE_PREFETCH_SPECULATIVE), SMOE_QUEUED);
-    assert_true(smoe__mpmc_reserve(&s->demand_q, room - 1)); /* not room for 1 more load's */
+    assert_true(smoe__mpmc_reserve(&s->sched.q[SMOE__CL_DEMAND], room - 1)); /* not room for 1 more load's */
     assert_int_equal(smoe_prefetch(s, 0, 1, 0), SMOE_INFLIGHT);
     assert_int_equal(smoe_cancel(s, 0, 1), SMOE_EBUSY); /* pinned by the demand */
-    smoe__mpmc_unreserve(&s->demand_q, room - 1);
+    smoe__mpmc_unreserve(&s->sched.q[SMOE__CL_DEMAND], room - 1);
     atomic_store(&fio.hold, 0);
     claim_ok(s, f, 0, 3);
     claim_ok(s, f, 0, 1);
@@ -399,10 +399,10 @@ static void demand_never_waits_for_queue_room(void **state)
     fault_io_arm(&fio, FIO_FAIL_ONCE, FIO_PREAD, 1, EIO, 0);
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_QUEUED);
     assert_int_equal(smoe_claim_wait(s, 0, 2, tu_bound_ns(), &b), SMOE_EIO);
-    assert_true(smoe__mpmc_reserve(&s->demand_q, room));
+    assert_true(smoe__mpmc_reserve(&s->sched.q[SMOE__CL_DEMAND], room));
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_EFULL);
     assert_int_equal(smoe_claim(s, 0, 2, &b), SMOE_EIO);
-    smoe__mpmc_unreserve(&s->demand_q, room);
+    smoe__mpmc_unreserve(&s->sched.q[SMOE__CL_DEMAND], room);
     assert_int_equal(smoe_prefetch(s, 0, 2, 0), SMOE_QUEUED);
     claim_ok(s, f, 0, 2);
     assert_int_equal(smoe_close(s), 0);

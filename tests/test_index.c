@@ -40,9 +40,9 @@
 #include "pack.h"
 #include "pack_fixtures.h"
 #include "smoe/smoe.h"
-#include "source.h"
+#include "vault/source.h"
 #include "testutil.h"
-#include "vault.h"
+#include "vault/vault.h"
 
 /* ---- per-test directory ------------------------------------------------ */
 

@@ -28,13 +28,11 @@
 
 #include <cmocka.h>
 
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "pack_fixtures.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
-#include "vault.h"
 
 /* ---- per-test directory ------------------------------------------------ */
 

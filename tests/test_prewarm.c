@@ -27,7 +27,7 @@
 #include <cmocka.h>
 
 #include "fault_io.h"
-#include "freq.h"
+#include "fill/freq.h"
 #include "internal.h"
 #include "platform/park.h"
 #include "smoe/smoe.h"
@@ -366,30 +366,30 @@ static void t_pick_floor(void **state)
     uint64_t w;
 
     /* A pass that began after all of them: the LRU one is its victim. */
-    atomic_store(&s->prewarm.floor, atomic_load(&s->clock));
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 1);
+    atomic_store(&s->topup.floor, atomic_load(&s->clock));
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 1);
     assert_int_equal(v, lru);
     /* A pass that began before every one of them was last used: none. */
-    atomic_store(&s->prewarm.floor, lru_tick);
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 0);
+    atomic_store(&s->topup.floor, lru_tick);
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 0);
     /* Only the LRU one is older than the pass. */
-    atomic_store(&s->prewarm.floor, lru_tick + 1);
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 1);
+    atomic_store(&s->topup.floor, lru_tick + 1);
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 1);
     assert_int_equal(v, lru);
 
     /* Among old slots, the expert with the fewest claims goes first. */
-    atomic_store(&s->prewarm.floor, atomic_load(&s->clock));
+    atomic_store(&s->topup.floor, atomic_load(&s->clock));
     atomic_store(&s->freq.count[0], 40);
     uint32_t cold = smoe__map_slot(atomic_load(&s->map[5]));
     atomic_store(&s->freq.count[5], 0);
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 1);
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 1);
     assert_int_equal(v, cold);
     /* Never an expert at least as popular as the one loaded. */
     for (uint32_t k = 0; k < 8; k++)
         atomic_store(&s->freq.count[k], 100);
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 0);
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 0);
     atomic_store(&s->freq.count[3], 99);
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 1);
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 1);
     assert_int_equal(v, smoe__map_slot(atomic_load(&s->map[3])));
 
     /* A referenced slot is never a victim, however old and cold. */
@@ -398,7 +398,7 @@ static void t_pick_floor(void **state)
     assert_int_equal(smoe_claim(s, 0, 0, &b), SMOE_HIT);
     atomic_store(&s->ring.tick[lru], 0);
     atomic_store(&s->freq.count[0], 0);
-    assert_int_equal(smoe__evict_pick_prewarm(s, hot, &v, &w), 1);
+    assert_int_equal(smoe__evict_pick_topup(s, hot, &v, &w), 1);
     assert_int_not_equal(v, lru);
     assert_int_equal(smoe_release(s, &b), 0);
     assert_int_equal(smoe_close(s), 0);

@@ -35,7 +35,7 @@
 #include "internal.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
-#include "vault.h"
+#include "vault/vault.h"
 
 static smoe_stream *open_stream(const tu_fx *f, uint32_t chunk, int verify, unsigned flags)
 {

@@ -249,7 +249,7 @@ static void failed_push_not_dropped(void **state)
     assert_int_equal(smoe_prefetch(s, 0, 0, 0), SMOE_QUEUED);
     tu_wait_holding(&fio.holding);
     unsigned injected = 0;
-    while (smoe__mpmc_push(&s->demand_q, (smoe__req){0, 0xfffffu}))
+    while (smoe__mpmc_push(&s->sched.q[SMOE__CL_DEMAND], (smoe__req){0, 0xfffffu}))
         injected++; /* stale tokens: gen matches no load */
     struct pf a = {s, 1, 0, 0};
     pthread_t t;

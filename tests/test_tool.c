@@ -24,7 +24,7 @@
 
 #include "smoe/smoe.h"
 #include "testutil.h"
-#include "vault.h"
+#include "smoe_tier.h"
 
 static char *g_dir;
 static const char *g_tool;

@@ -22,9 +22,9 @@
 #include <cmocka.h>
 
 #include "smoe/smoe.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "trace.h"
-#include "trace_rec.h"
+#include "fill/trace_rec.h"
 
 static unsigned n_producers = 4;
 static unsigned n_per_producer = 50000;

@@ -20,7 +20,7 @@
 
 #include "smoe/smoe.h"
 #include "testutil.h"
-#include "vault.h"
+#include "smoe_tier.h"
 
 static char *g_dir;
 

@@ -33,11 +33,10 @@
 #include <cmocka.h>
 
 #include "pack.h"
-#include "model_hdr.h"
+#include "smoe_tier.h"
 #include "pack_fixtures.h"
 #include "smoe/smoe.h"
 #include "testutil.h"
-#include "vault.h"
 
 #define PASSWD "/etc/passwd"
 /* The model file's name: long, so that a crafted name fits in its place. */

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "mem_io.h"
 #include "synth.h"
 

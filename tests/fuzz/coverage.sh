@@ -33,7 +33,7 @@ report() { # target, files...
     "$cov" report build-cov/tests/fuzz/fuzz_"$t"_replay \
         -instr-profile=build-cov/"$t".profdata "$@"
 }
-report vault src/vault_read.c src/vault_check.c src/dtype.c
+report vault src/vault/vault_read.c src/vault/vault_check.c src/vault/dtype.c
 report safetensors tools/smoe/pack/pack_safetensors.c tools/smoe/pack/pack_config.c
 report gguf tools/smoe/pack/pack_gguf.c
-report freq src/freq.c
+report freq src/fill/freq.c

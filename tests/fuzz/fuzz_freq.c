@@ -16,7 +16,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "freq.h"
+#include "smoe_tier.h"
 #include "fuzz.h"
 #include "smoe/smoe.h"
 

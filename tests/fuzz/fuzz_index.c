@@ -22,10 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "extent.h"
+#include "smoe_tier.h"
 #include "fuzz.h"
 #include "mem_io.h"
-#include "vault.h"
 
 static void check_plan(const smoe__vault *v)
 {

@@ -18,8 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "model_hdr.h"
-#include "vault.h"
+#include "smoe_tier.h"
 
 static void check(const smoe__model_hdr *h, size_t n, uint64_t file_size)
 {

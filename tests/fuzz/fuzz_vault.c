@@ -25,7 +25,7 @@
 
 #include "fuzz.h"
 #include "mem_io.h"
-#include "vault.h"
+#include "smoe_tier.h"
 
 #define HEADER_AREA 16384u
 #define TAIL_UNIT 16384u

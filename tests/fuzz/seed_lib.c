@@ -23,7 +23,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
-#include "freq.h"
+#include "smoe_tier.h"
 #include "testutil.h"
 
 #define A 16384u

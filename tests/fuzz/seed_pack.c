@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "pack_fixtures.h"
 

@@ -14,7 +14,11 @@
  *             (chunks not landed) of the load in progress (src/slot.h;
  *             every move of them is src/slot.c's).
  *   dq, sq    the demand and speculative queues (src/mpmc.h): FIFO
- *             channels of chunk tokens (slot, gen).
+ *             channels of chunk tokens (slot, gen). sq stands for every
+ *             class of src/scheduler.c below demand (hint bands, plain
+ *             speculation, the idle top-up): the slot protocol treats
+ *             their tokens alike, and a worker takes them only when dq
+ *             is empty, as it takes sq's here.
  *   droom, sroom
  *             (ROOM) the room reserved in each queue (src/mpmc.h).
  *   data[v*NU+u]
@@ -55,7 +59,7 @@
  * Not modelled: LRU ticks (within a victim class either slot may win),
  * empty_hint (the scan starts at slot 0), statistics and t_queued,
  * verification of the blob's checksum (a chunk's read fails instead),
- * pre-warm (SMOE__W_PREWARM, smoe__evict_pick_prewarm), the claim_wait
+ * pre-warm (SMOE__W_TOPUP, smoe__evict_pick_topup), the claim_wait
  * timeout, SMOE_EREFS (pins stop at 3: asserted never reached), queue room
  * outside the ROOM configuration (their queues never fill: asserted),
  * which error code a failed read reports (err is 0 or the key and gen of
@@ -1543,8 +1547,8 @@ progress_call:                              /* a call returned */
 #define W_WAKE   12    /* smoe__slot_publish: wake the slot's waiters */
 #define W_EXIT   13
 
-/* pop_request: demand first, then speculative; the token's room is given
- * back (ROOM). */
+/* pop_request (smoe__sched_pop): demand first, then speculative; the
+ * token's room is given back (ROOM). */
 inline pop_request()
 {
     if

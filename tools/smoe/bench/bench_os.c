@@ -31,7 +31,7 @@
 #include "bench.h"
 #include "os.h"
 #include "fadvise.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "tool.h"
 
 #define BUF_ALIGN 16384

@@ -17,14 +17,11 @@
 #include "smoe/smoe.h"
 #include "args.h"
 #include "bench.h"
-#include "io.h"
 #include "os.h"
+#include "smoe_tier.h"
 #include "sim.h"
 #include "sim_policy.h"
 #include "tool.h"
-#include "error.h"
-#include "source.h"
-#include "vault.h"
 
 static void usage(FILE *f)
 {

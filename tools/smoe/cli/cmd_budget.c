@@ -11,12 +11,10 @@
 
 #include <json-c/json.h>
 
-#include "budget.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "smoe/smoe.h"
 #include "args.h"
 #include "tool.h"
-#include "vault.h"
 
 static const char cmd[] = "budget";
 

@@ -13,11 +13,9 @@
 #include <json-c/json.h>
 
 #include "smoe/smoe.h"
-#include "byteorder.h"
+#include "smoe_tier.h"
 #include "pack.h"
-#include "source.h"
 #include "tool.h"
-#include "vault.h"
 #include "vault_cmd.h"
 
 static const char cmd[] = "inspect";

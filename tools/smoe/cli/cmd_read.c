@@ -20,7 +20,7 @@
 #include "args.h"
 #include "os.h"
 #include "tool.h"
-#include "vault.h"
+#include "smoe_tier.h"
 #include "vault_cmd.h"
 
 static void usage(FILE *f)

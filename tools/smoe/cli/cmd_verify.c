@@ -16,13 +16,10 @@
 #include <xxhash.h>
 
 #include "smoe/smoe.h"
-#include "extent.h"
 #include "fadvise.h"
+#include "smoe_tier.h"
 #include "pack.h"
-#include "io.h"
-#include "source.h"
 #include "tool.h"
-#include "vault.h"
 #include "vault_cmd.h"
 
 static const char cmd[] = "verify";

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "smoe/smoe.h"
-#include "vault.h"
+#include "smoe_tier.h"
 
 typedef struct vault_args {
     const char *path;  /* VAULT */

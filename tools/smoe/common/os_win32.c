@@ -12,7 +12,7 @@
 #include <psapi.h>
 
 #include "os.h"
-#include "platform/win32.h"
+#include "smoe_tier.h"
 
 static double filetime_s(FILETIME t)
 {

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "smoe/smoe.h"
-#include "io.h"
+#include "smoe_tier.h"
 
 #define PACK_MAX_DIMS 8
 /* Returned (positive) by the buffer parsers when the buffer ends before the

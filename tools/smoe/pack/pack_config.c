@@ -11,7 +11,7 @@
 
 #include <json-c/json.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "pack.h"
 
 static struct json_object *lookup(struct json_object *root, struct json_object *text,

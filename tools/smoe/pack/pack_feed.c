@@ -10,9 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "fadvise.h"
-#include "io.h"
 #include "pack.h"
 
 #define FEED_WINDOW (64ull << 20)

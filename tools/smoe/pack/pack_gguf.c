@@ -15,10 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
-#include "vault.h"
 
 #define GGUF_DEFAULT_ALIGN 32u
 #define GGUF_MAX_DIMS 4u

@@ -23,14 +23,10 @@
 
 #include <xxhash.h>
 
-#include "byteorder.h"
-#include "error.h"
-#include "io.h"
-#include "model_hdr.h"
 #include "os.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
-#include "vault.h"
 
 #define HASH_CHUNK (8u << 20)
 

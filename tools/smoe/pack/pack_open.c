@@ -10,8 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
 

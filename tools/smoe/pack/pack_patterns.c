@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
 

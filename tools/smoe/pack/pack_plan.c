@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "pack.h"
 
 #define MAX_COMPS 64u

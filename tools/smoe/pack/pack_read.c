@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 
 /* Read n bytes at offset 0 of fd. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
 

@@ -20,9 +20,7 @@
 
 #include <json-c/json.h>
 
-#include "byteorder.h"
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
 

@@ -12,11 +12,8 @@
 
 #include <xxhash.h>
 
-#include "byteorder.h"
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
-#include "vault.h"
 #include "tool.h"
 
 static uint64_t record_size(size_t name_len)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "smoe_tier.h"
 #include "pack.h"
 
 void pack_source_init(pack_source *s)

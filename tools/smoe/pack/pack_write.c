@@ -19,8 +19,7 @@
 
 #include <xxhash.h>
 
-#include "error.h"
-#include "io.h"
+#include "smoe_tier.h"
 #include "pack.h"
 #include "tool.h"
 

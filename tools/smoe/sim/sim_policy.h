@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evict_reuse_model.h"
+#include "smoe_tier.h"
 #include "sim.h"
 #include "trace.h"
 
