@@ -14,9 +14,13 @@
 #    gpt-oss and olmoe fixtures (offset_passes > 0);
 #  - SMOE_STATS writes the counters as JSON (slots as asked, hits, misses,
 #    hit_rate, bytes_read, wait_ns, copy_ns 0);
+#  - with SMOE_LOOKAHEAD=1 (the router lookahead) the tokens are the same
+#    at the same three rings, and SMOE_STATS counts hints, the routings
+#    checked against them and lookahead_recall;
 #  - llama-perplexity prints identical figures at 25% and top-k slots;
-#  - --list-devices names the device and the vault; without SMOE_VAULT
-#    there is no device and the output is stock's;
+#  - --list-devices names the device, the vault and whether the lookahead
+#    is on; without SMOE_VAULT there is no device and the output is
+#    stock's;
 #  - a vault of another model with the same shapes, and a missing vault,
 #    are refused at load with a message naming the tensor or the file,
 #    and no crash.
@@ -75,6 +79,32 @@ assert st["copy_ns"] == 0 and st["misses"] > 0 and st["bytes_read"] > 0, st
 assert st["expert_nodes"] > 0 and 0 <= st["hit_rate"] <= 1, st
 EOF
 done
+# The router lookahead (SMOE_LOOKAHEAD=1): the same tokens at the same
+# rings; it learned the routers from the graph, made hints, checked them
+# at the next layer's routing and says so in SMOE_STATS. Off (the default)
+# it writes "lookahead": false and no figures.
+for slots in "$entries" "$quarter" "$topk"; do
+    o=l$slots
+    pre="$plug SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json SMOE_LOOKAHEAD=1"
+    complete -ot exps=SMOE > $o.out 2> $o.err ||
+        { cat $o.err; fail "llama-completion with SMOE_LOOKAHEAD=1, $slots slots"; }
+    grep -q "ring $slots slots.*lookahead on" $o.err || { cat $o.err; fail "lookahead is not on"; }
+    cmp -s ref.out $o.out ||
+        { diff ref.out $o.out | head; fail "llama-completion's tokens differ with SMOE_LOOKAHEAD=1 at $slots slots"; }
+    "$SMOE_LLAMA_PY" - $o.json <<'EOF2' || fail "SMOE_STATS with SMOE_LOOKAHEAD=1 at $slots slots: $(cat $o.json)"
+import json, sys
+st = json.load(open(sys.argv[1]))
+assert st["lookahead"] is True, st
+assert st["lookahead_routers"] > 0 and st["lookahead_hints"] > 0, st
+assert st["lookahead_layers"] > 0 and st["lookahead_demanded"] > 0, st
+assert st["lookahead_renormed"] > 0 and st["lookahead_unseen"] == 0, st
+assert 0 <= st["lookahead_recall"] <= 1 and st["lookahead_bytes"] > 0, st
+EOF2
+    echo "lookahead, $slots slots: recall $("$SMOE_LLAMA_PY" -c "import json; print(json.load(open('$o.json'))['lookahead_recall'])")"
+done
+"$SMOE_LLAMA_PY" -c "import json,sys; st=json.load(open('s$entries.json')); sys.exit(st['lookahead'] is not False or 'lookahead_recall' in st)" ||
+    fail "SMOE_STATS without SMOE_LOOKAHEAD: $(cat s$entries.json)"
+
 # An index vault: the same tokens at the same rings. Its components lie
 # where the GGUF puts them, at offsets that differ from expert to expert
 # in these small tensors: the plugin computes a group once per offset.
@@ -126,9 +156,12 @@ for slots in "$quarter" "$topk"; do
     cmp -s ppl.ref ppl.$slots || { cat ppl.ref ppl.$slots; fail "llama-perplexity differs at $slots slots"; }
 done
 
-# --list-devices names the device and the vault.
+# --list-devices names the device, the vault and whether the lookahead is on.
 $plug "$LLAMA_COMPLETION" --list-devices > dev.out 2>&1 || true
-grep -q "SMOE: smoe_stream: vault model.smoe" dev.out || { cat dev.out; fail "--list-devices"; }
+grep -q "SMOE: smoe_stream: vault model.smoe.*lookahead off" dev.out || { cat dev.out; fail "--list-devices"; }
+$plug SMOE_LOOKAHEAD=1 "$LLAMA_COMPLETION" --list-devices > devl.out 2>&1 || true
+grep -q "SMOE: smoe_stream: vault model.smoe.*lookahead on" devl.out ||
+    { cat devl.out; fail "--list-devices with SMOE_LOOKAHEAD=1 does not say lookahead on"; }
 
 # A vault of another model is refused at load, naming the tensor.
 pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=other.smoe"
