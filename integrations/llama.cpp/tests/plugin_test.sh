@@ -53,6 +53,15 @@ complete() {
     cat run.err >&2
 }
 plug="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model.smoe"
+# same_tokens O SLOTS WHAT [MARK]: llama-completion with the plugin ($pre)
+# into O.out and O.err; the ring is SLOTS slots (and MARK follows on that
+# line), and the tokens are stock's (ref.out).
+same_tokens() {
+    complete -ot exps=SMOE > $1.out 2> $1.err || { cat $1.err; fail "llama-completion $3, $2 slots"; }
+    grep -q "ring $2 slots${4:-}" $1.err || { cat $1.err; fail "$3: no 'ring $2 slots${4:-}'"; }
+    cmp -s ref.out $1.out ||
+        { diff ref.out $1.out | head; fail "llama-completion's tokens differ $3 at $2 slots"; }
+}
 
 complete > ref.out 2> ref.err || { cat ref.err; fail "stock llama-completion"; }
 [ "$(wc -c < ref.out)" -gt "${#prompt}" ] || fail "stock llama-completion printed no tokens"
@@ -65,10 +74,7 @@ cmp -s ref.out none.out || fail "output with the plugin loaded and no SMOE_VAULT
 for slots in "$entries" "$quarter" "$topk"; do
     o=s$slots
     pre="$plug SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json"
-    complete -ot exps=SMOE > $o.out 2> $o.err ||
-        { cat $o.err; fail "llama-completion with the plugin, $slots slots"; }
-    grep -q "ring $slots slots" $o.err || { cat $o.err; fail "ring is not $slots slots"; }
-    cmp -s ref.out $o.out || { diff ref.out $o.out | head; fail "llama-completion's tokens differ at $slots slots"; }
+    same_tokens $o $slots "with the plugin"
     "$SMOE_LLAMA_PY" - $o.json $slots <<'EOF' || fail "SMOE_STATS at $slots slots"
 import json, sys
 st = json.load(open(sys.argv[1]))
@@ -86,11 +92,7 @@ done
 for slots in "$entries" "$quarter" "$topk"; do
     o=l$slots
     pre="$plug SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json SMOE_LOOKAHEAD=1"
-    complete -ot exps=SMOE > $o.out 2> $o.err ||
-        { cat $o.err; fail "llama-completion with SMOE_LOOKAHEAD=1, $slots slots"; }
-    grep -q "ring $slots slots.*lookahead on" $o.err || { cat $o.err; fail "lookahead is not on"; }
-    cmp -s ref.out $o.out ||
-        { diff ref.out $o.out | head; fail "llama-completion's tokens differ with SMOE_LOOKAHEAD=1 at $slots slots"; }
+    same_tokens $o $slots "with SMOE_LOOKAHEAD=1" ".*lookahead on"
     "$SMOE_LLAMA_PY" - $o.json <<'EOF2' || fail "SMOE_STATS with SMOE_LOOKAHEAD=1 at $slots slots: $(cat $o.json)"
 import json, sys
 st = json.load(open(sys.argv[1]))
@@ -112,11 +114,7 @@ index_fixture model
 for slots in "$entries" "$quarter" "$topk"; do
     o=i$slots
     pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model-index.smoe SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json"
-    complete -ot exps=SMOE > $o.out 2> $o.err ||
-        { cat $o.err; fail "llama-completion with an index vault, $slots slots"; }
-    grep -q "ring $slots slots" $o.err || { cat $o.err; fail "index vault: ring is not $slots slots"; }
-    cmp -s ref.out $o.out ||
-        { diff ref.out $o.out | head; fail "llama-completion's tokens differ with an index vault at $slots slots"; }
+    same_tokens $o $slots "with an index vault"
     "$SMOE_LLAMA_PY" -c "import json,sys; st=json.load(open('$o.json')); sys.exit(not (st['copy_ns'] == 0 and st['misses'] > 0))" ||
         fail "index vault at $slots slots: SMOE_STATS $(cat $o.json)"
     passes=$("$SMOE_LLAMA_PY" -c "import json; print(json.load(open('$o.json'))['offset_passes'])")
