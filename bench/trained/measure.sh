@@ -9,8 +9,13 @@
 #    simulated lookahead of the recall smoe-llama measured on that model
 #    (--spec-recall; $RECALL for the real traces, which carry no hidden state);
 #  - smoe-llama --stats-json: the real lookahead on the trained GGUFs;
+#  - the plugin (libggml-smoe in stock llama-completion, SMOE_LOOKAHEAD off
+#    and 1, SMOE_STATS), run in the same loop as smoe-llama, turn about,
+#    when LLAMA_COMPLETION and GGML_SMOE are set;
 #  - python_bench.py: stream_experts(lookahead=...) on the trained checkpoints.
-# Environment: SMOE_TOOL, SMOE_LLAMA, SMOE_STREAM_LIBRARY, PYTHON.
+# Environment: SMOE_TOOL, SMOE_LLAMA, SMOE_STREAM_LIBRARY, PYTHON,
+# LLAMA_COMPLETION and GGML_SMOE (the plugin; optional), MODELS (default
+# "fixture large": train.py's output may hold only the fixture).
 set -eu
 src=$1
 out=$2
@@ -21,16 +26,31 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" "$1"; }
 
-for m in fixture large; do
+models=${MODELS:-fixture large}
+for m in $models; do
     [ -e "$out/$m.smoe" ] || "$SMOE_TOOL" pack --quiet --out "$out/$m.smoe" "$src/$m-bf16.gguf" > /dev/null
     [ -e "$out/$m-st.smoe" ] || "$SMOE_TOOL" pack --quiet --out "$out/$m-st.smoe" "$src/$m/model.safetensors" > /dev/null
 done
 
 sections=${SECTIONS:-llama python traces}
 case " $sections " in *" llama "*)
-echo "## smoe-llama --lookahead (decode of 128 tokens after 64 bytes of held-out text; ${REPS:-3} runs each, off and on alternating)"
+echo "## smoe-llama --lookahead and the plugin's SMOE_LOOKAHEAD (decode of 128 tokens after 64 bytes of held-out text; ${REPS:-3} runs each, off and on alternating)"
 prompt=$(head -c 64 "$repo/python/smoe_stream/stream.py")
-for m in fixture large; do
+# plugin M PCT SLOTS LOOK REP: llama-completion with libggml-smoe, the
+# same prompt and decode; decode tokens/s from llama.cpp's own eval line.
+plugin() {
+    j=$out/plugin-$1-$2-$4-$5.json
+    env GGML_BACKEND_PATH="$GGML_SMOE" SMOE_VAULT="$out/$1.smoe" SMOE_RING_SLOTS=$3 \
+        SMOE_LOOKAHEAD=$([ $4 = on ] && echo 1 || echo 0) SMOE_STATS=$j \
+        "$LLAMA_COMPLETION" -m "$src/$1-bf16.gguf" -ot exps=SMOE -p "$prompt" -n 128 \
+        --ignore-eos --temp 0 -t 2 -c 512 -no-cnv < /dev/null > /dev/null 2> $j.err
+    tps=$(grep ' eval time' $j.err | grep -v 'prompt eval' | sed -n 's/.*, *\([0-9.]*\) tokens per second.*/\1/p')
+    echo "plugin $1 $2% $3 $4 $5 hit_rate $(field $j hit_rate)" \
+         "wait_ms_per_token $(awk -v w=$(field $j wait_ns) 'BEGIN { printf "%.3f", w / 1e6 / 192 }')" \
+         "bytes_read_per_token $(( $(field $j bytes_read) / 192 )) decode_tok/s $tps" \
+         "recall $(field $j lookahead_recall)"
+}
+for m in $models; do
     entries=$("$SMOE_TOOL" inspect "$out/$m.smoe" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
     for pct in 10 25 50; do
         slots=$(( (entries * pct + 50) / 100 ))
@@ -46,6 +66,7 @@ for m in fixture large; do
                      "wait_ms_per_token $(awk -v w=$(field $j wait_ns) 'BEGIN { printf "%.3f", w / 1e6 / 192 }')" \
                      "bytes_read_per_token $(( $(field $j bytes_read) / 192 )) decode_tok/s $tps" \
                      "recall $(field $j lookahead_recall)"
+                [ -z "${LLAMA_COMPLETION:-}" ] || plugin $m $pct $slots $look $rep
             done
         done
     done
@@ -54,7 +75,7 @@ done
 
 case " $sections " in *" python "*)
 echo "## python stream_experts (decode of 128 tokens after 64 bytes of held-out text)"
-for m in fixture large; do
+for m in $models; do
     "$py" "$here/python_bench.py" "$src/$m" "$out/$m-st.smoe" --decode 128
 done
 

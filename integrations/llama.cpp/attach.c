@@ -483,7 +483,9 @@ int smoe_llama_get_stats(const smoe_llama *h, smoe_llama_stats *st)
     if (st->struct_size < sizeof(size_t) || st->struct_size > sizeof *st)
         return SMOE_EINVAL;
     size_t n = st->struct_size;
-    memcpy(st, &h->st, n);
+    smoe_llama_stats all = h->st;
+    sl_look_stats(&h->look, &all);
+    memcpy(st, &all, n);
     st->struct_size = n;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "expert_name.h"
+#include "look_guess.h"
 #include "ggml-backend-impl.h"
 #include "llama.h"
 #include "replay.h"
@@ -34,9 +35,8 @@ typedef struct sl_layer {
 } sl_layer;
 
 
-/* The router lookahead (lookahead.c). */
+/* The router lookahead (lookahead.c; the guess itself: look_guess.c). */
 #define SL_LOOK_NORMS 2   /* norm weights that can feed a router: ffn_norm, post_attention_norm */
-#define SL_LOOK_MAX_K 512 /* ranks calibrated (MAX_ROW of stage.c) */
 typedef struct sl_look_layer {
     float *gate;              /* [n_expert][n_embd]: ffn_gate_inp, NULL: no router */
     float *gate_b;            /* [n_expert]: ffn_gate_inp.bias or NULL */
@@ -50,17 +50,8 @@ typedef struct sl_look {
     uint32_t n_embd;
     uint32_t n_layers_alloc;
     sl_look_layer *layer;     /* [n_layers] */
-    float *row, *xn;          /* [n_embd]: a token's state, renormalised */
-    float *score;             /* [n_expert] */
-    float *pmiss;             /* [n_expert]: prod of (1 - p) over the ubatch's guesses */
-    uint16_t *rank;           /* [n_expert]: best rank + 1 among the pending hints, 0: none */
-    uint32_t *hlist;          /* [n_expert]: the pending hints */
-    uint64_t *seen;           /* [n_expert]: routing call that last demanded it */
-    uint32_t n_hint;
-    uint32_t hint_layer;      /* layer of the pending hints */
-    uint64_t hint_call;       /* the routing call they are for */
-    int pending, checking;
-    uint64_t rank_hints[SL_LOOK_MAX_K], rank_true[SL_LOOK_MAX_K];
+    const sl_look_layer *next; /* the layer being guessed (the norm callback's) */
+    sl_guess g;
 } sl_look;
 
 struct smoe_llama {
@@ -147,6 +138,8 @@ void sl_look_begin(smoe_llama *h, uint32_t l);
 void sl_look_demand(smoe_llama *h, uint32_t e);
 void sl_look_end(smoe_llama *h);
 void sl_look_hint(smoe_llama *h, struct ggml_tensor *topk, uint32_t l);
+/* The lookahead's counters into st's lookahead_* fields. */
+void sl_look_stats(const sl_look *lk, smoe_llama_stats *st);
 
 /* attach.c: read the replay trace into h->replay (replay.h). */
 int sl_replay_open(smoe_llama *h, const char *path);

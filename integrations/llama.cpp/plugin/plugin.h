@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <smoe/smoe.h>
 
@@ -64,6 +65,7 @@ typedef struct sp_state {
     uint8_t *mark;       /* [n_expert]: 1 held, |2 in the current group */
     uint32_t *hlist;     /* [n_expert]: the held experts */
     uint32_t n_held, held_layer;
+    uint32_t routed_layer; /* layer whose routing this graph began last, UINT32_MAX: none */
     int32_t *ids;        /* remapped routing ids */
     uint64_t *offs;      /* [ids_cap]: each routed expert's component offset */
     size_t ids_cap;
@@ -88,6 +90,8 @@ extern sp_state sp_g;
 #endif
 void sp_log_error(const char *fmt, ...) SP_PRINTF(1, 2);
 uint64_t sp_now_ns(void);
+/* Routing ids (I32 [k, n_tokens]): the expert of token t's j-th choice. */
+int32_t sp_id_at(const struct ggml_tensor *ids, int64_t j, int64_t t);
 
 /* plugin_buft.c */
 ggml_backend_buffer_type_t sp_buft(void);
@@ -139,5 +143,17 @@ int sp_replay_node(struct ggml_tensor *ids, uint32_t layer);
 /* Replay tokens the first MoE layer has taken. */
 uint64_t sp_replay_tokens(void);
 void sp_replay_free(void);
+/* plugin_look.c: the router lookahead (SMOE_LOOKAHEAD) */
+/* Size its memory once the vault is open: 0, or -1 out of memory. */
+int sp_look_open(void);
+void sp_look_free(void);
+int sp_look_on(void);
+/* A routing of layer l begins (ids: its top-k): learn l's router the
+ * first time, count the experts against the hints made for it. */
+void sp_look_route(const struct ggml_tensor *ids, uint32_t l);
+/* Layer l's demand is issued: hint layer l+1's guessed experts. */
+void sp_look_hint(const struct ggml_tensor *ids, uint32_t l);
+/* The lookahead's counters as JSON fields (", \"lookahead\": ..."). */
+void sp_look_json(FILE *f);
 
 #endif

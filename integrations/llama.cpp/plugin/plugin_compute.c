@@ -121,13 +121,6 @@ static void release_unmarked(void)
     sp_g.n_held = n;
 }
 
-static int32_t id_at(const struct ggml_tensor *ids, int64_t j, int64_t t)
-{
-    int32_t v;
-    memcpy(&v, (const char *)ids->data + t * ids->nb[1] + j * ids->nb[0], 4);
-    return v;
-}
-
 /* Mark (|2) the experts of tokens [t0, t1) and return the first token past
  * t0 whose experts would take the group's union past the ring; -1 if one
  * token alone routes to more experts than the ring has slots. */
@@ -138,7 +131,7 @@ static int64_t group_end(const struct ggml_tensor *ids, int64_t t0, uint32_t lay
     for (; t < ids->ne[1]; t++) {
         uint32_t add = 0;
         for (int64_t j = 0; j < k; j++) {
-            int32_t e = id_at(ids, j, t);
+            int32_t e = sp_id_at(ids, j, t);
             if (e < 0 || (uint32_t)e >= sp_g.n_expert)
                 return node_fail("layer %" PRIu32 ": token %" PRId64 " routes to expert %"
                                  PRId32 ", not below the vault's %" PRIu32, layer, t, e,
@@ -149,14 +142,14 @@ static int64_t group_end(const struct ggml_tensor *ids, int64_t t0, uint32_t lay
             }
         }
         for (int64_t j = 0; j < k; j++)
-            sp_g.mark[id_at(ids, j, t)] &= (uint8_t)~4;
+            sp_g.mark[sp_id_at(ids, j, t)] &= (uint8_t)~4;
         if (n + add > slots && t > t0)
             break;
         if (add > slots)
             return node_fail("layer %" PRIu32 ": a token routes to %" PRIu32 " experts, the "
                              "ring has %" PRIu32 " slots (SMOE_RING_SLOTS)", layer, add, slots);
         for (int64_t j = 0; j < k; j++) {
-            int32_t e = id_at(ids, j, t);
+            int32_t e = sp_id_at(ids, j, t);
             if (!(sp_g.mark[e] & 2)) {
                 sp_g.mark[e] |= 2;
                 n++;
@@ -200,7 +193,7 @@ static void drain(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_
 {
     for (int64_t t = t0; t < t1; t++)
         for (int64_t j = 0; j < ids->ne[0]; j++) {
-            uint32_t e = (uint32_t)id_at(ids, j, t);
+            uint32_t e = (uint32_t)sp_id_at(ids, j, t);
             if (!(sp_g.mark[e] & 8) || (sp_g.mark[e] & 1))
                 continue;
             sp_g.mark[e] &= (uint8_t)~8;
@@ -227,15 +220,20 @@ static void prefetch_one(uint32_t layer, uint32_t e)
 }
 
 /* Claim the group's experts (marked 2) of tokens [t0, t1): prefetch all
- * first so that their reads run at once, then claim each. */
-static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_t layer)
+ * first so that their reads run at once, then (with hint: the router
+ * lookahead's hints for the next layer, queued behind this demand) claim
+ * each. */
+static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, uint32_t layer,
+                       int hint)
 {
     release_unmarked();
     int r = 0;
-    for (int pass = 0; pass < 2 && r == 0; pass++)
+    for (int pass = 0; pass < 2 && r == 0; pass++) {
+        if (pass == 1 && hint)
+            sp_look_hint(ids, layer);
         for (int64_t t = t0; t < t1 && r == 0; t++)
             for (int64_t j = 0; j < ids->ne[0] && r == 0; j++) {
-                uint32_t e = (uint32_t)id_at(ids, j, t);
+                uint32_t e = (uint32_t)sp_id_at(ids, j, t);
                 if (sp_g.mark[e] & 1)
                     continue;
                 if (pass == 1)
@@ -243,6 +241,7 @@ static int claim_group(const struct ggml_tensor *ids, int64_t t0, int64_t t1, ui
                 else if (!(sp_g.mark[e] & 8))
                     prefetch_one(layer, e);
             }
+    }
     if (r < 0)
         drain(ids, t0, t1, layer);
     return r;
@@ -329,7 +328,7 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
     for (int64_t t = t0; t < t1; t++)
         for (int64_t j = 0; j < k; j++) {
             int64_t i = (t - t0) * k + j;
-            if (comp_offset(w, &sp_g.held[id_at(ids, j, t)], &off[i]) < 0)
+            if (comp_offset(w, &sp_g.held[sp_id_at(ids, j, t)], &off[i]) < 0)
                 return -1;
             mixed |= off[i] != off[0];
         }
@@ -337,7 +336,7 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
     if (!mixed) {
         for (int64_t t = t0; t < t1; t++)
             for (int64_t j = 0; j < k; j++)
-                sp_g.ids[(t - t0) * k + j] = (int32_t)(sp_g.held[id_at(ids, j, t)].ring_offset /
+                sp_g.ids[(t - t0) * k + j] = (int32_t)(sp_g.held[sp_id_at(ids, j, t)].ring_offset /
                                                        sp_g.rr.slot_stride);
         return compute_view(cpu, op, w, t0, t1, off[0], dst);
     }
@@ -354,10 +353,10 @@ static int compute_group(ggml_backend_t cpu, struct ggml_tensor *op, const sp_we
         uint64_t co = off[first];
         /* Entries at another offset are routed to a slot of this pass and
          * their rows of the scratch dropped. */
-        int32_t any = (int32_t)(sp_g.held[id_at(ids, first % k, t0 + first / k)].ring_offset /
+        int32_t any = (int32_t)(sp_g.held[sp_id_at(ids, first % k, t0 + first / k)].ring_offset /
                                 sp_g.rr.slot_stride);
         for (int64_t i = 0; i < n; i++)
-            sp_g.ids[i] = off[i] == co ? (int32_t)(sp_g.held[id_at(ids, i % k, t0 + i / k)]
+            sp_g.ids[i] = off[i] == co ? (int32_t)(sp_g.held[sp_id_at(ids, i % k, t0 + i / k)]
                                                        .ring_offset / sp_g.rr.slot_stride)
                                        : any;
         if (compute_view(cpu, op, w, t0, t1, co, sp_g.scratch) < 0)
@@ -423,11 +422,16 @@ static int compute_expert_node(ggml_backend_t cpu, struct ggml_tensor *op)
         sp_g.ids_cap = need;
     }
     sp_g.expert_nodes++;
-    for (int64_t t0 = 0; t0 < ids->ne[1];) {
+    int route = w->layer != sp_g.routed_layer; /* the layer's first node in this graph */
+    if (route) {
+        sp_g.routed_layer = w->layer;
+        sp_look_route(ids, w->layer);
+    }
+    for (int64_t t0 = 0; t0 < ids->ne[1]; route = 0) {
         int64_t t1 = group_end(ids, t0, w->layer);
         if (t1 < 0)
             return -1;
-        int r = claim_group(ids, t0, t1, w->layer);
+        int r = claim_group(ids, t0, t1, w->layer, route);
         if (r == 0)
             r = compute_group(cpu, op, w, t0, t1);
         for (uint32_t i = 0; i < sp_g.n_expert; i++)
@@ -447,6 +451,7 @@ enum ggml_status sp_graph_compute(ggml_backend_t cpu, struct ggml_cgraph *g)
         return GGML_STATUS_FAILED;
     }
     sp_g.graphs++;
+    sp_g.routed_layer = UINT32_MAX;
     enum ggml_status st = GGML_STATUS_SUCCESS;
     for (int i = 0; i < ggml_graph_n_nodes(g) && st == GGML_STATUS_SUCCESS; i++) {
         struct ggml_tensor *n = ggml_graph_node(g, i);

@@ -68,18 +68,16 @@ static void read_conf(void)
     }
     v = getenv("SMOE_LOOKAHEAD");
     c->lookahead = v && *v && strcmp(v, "0") && strcmp(v, "off");
-    if (c->lookahead && c->vault)
-        fprintf(stderr, "smoe: SMOE_LOOKAHEAD is not run by libggml-smoe yet (smoe-llama "
-                "--lookahead runs it): experts are read on demand only\n");
     c->replay = getenv("SMOE_REPLAY");
     if (c->replay && *c->replay && c->vault && !sp_g.failed && sp_replay_init(c->replay) < 0)
         sp_g.failed = 1;
     if (sp_g.failed)
         sp_log_error("%s", sp_g.err);
     if (c->vault)
-        snprintf(sp_g.desc, sizeof sp_g.desc, "smoe_stream: vault %s, ring %s", c->vault,
-                 c->ring_slots ? "of SMOE_RING_SLOTS slots" : c->ring_mb ? "of SMOE_RING_MB MiB"
-                                                                          : "sized at load");
+        snprintf(sp_g.desc, sizeof sp_g.desc, "smoe_stream: vault %s, ring %s, lookahead %s",
+                 c->vault, c->ring_slots ? "of SMOE_RING_SLOTS slots"
+                           : c->ring_mb  ? "of SMOE_RING_MB MiB" : "sized at load",
+                 c->lookahead ? "on" : "off");
 }
 
 /* ---- backend ---- */
@@ -242,6 +240,7 @@ static void close_at_exit(void)
     if (sp_g.s) {
         sp_release_all();
         sp_write_stats();
+        sp_look_free();
         smoe_close(sp_g.s);
         sp_g.s = NULL;
     }

@@ -54,9 +54,11 @@ static int read_tables(void)
     sp_g.hlist = calloc(vi.experts ? vi.experts : 1, sizeof *sp_g.hlist);
     if (!sp_g.held || !sp_g.mark || !sp_g.hlist)
         return fail("out of memory");
+    if (sp_g.conf.lookahead && sp_look_open() < 0)
+        return fail("SMOE_LOOKAHEAD: out of memory for the routers' float32 copies");
     snprintf(sp_g.desc, sizeof sp_g.desc, "smoe_stream: vault %s, ring %" PRIu32 " slots of "
-             "%" PRIu64 " KiB (%" PRIu64 " MiB)", sp_g.conf.vault, sp_g.rr.slots,
-             sp_g.rr.slot_stride >> 10, sp_g.rr.length >> 20);
+             "%" PRIu64 " KiB (%" PRIu64 " MiB), lookahead %s", sp_g.conf.vault, sp_g.rr.slots,
+             sp_g.rr.slot_stride >> 10, sp_g.rr.length >> 20, sp_look_on() ? "on" : "off");
     fprintf(stderr, "smoe: %s\n", sp_g.desc);
     return 0;
 }
@@ -153,12 +155,14 @@ void sp_write_stats(void)
             ", \"freq_status\": %" PRIu64 ", \"prewarm_slots\": %" PRIu64
             ", \"prewarm_passes\": %" PRIu64 ", \"prewarm_reads\": %" PRIu64
             ", \"prewarm_hits\": %" PRIu64 ", \"hit_claims\": %" PRIu64
-            ", \"hit_ns\": %" PRIu64 ", \"miss_wait_ns\": %" PRIu64 ", \"replay_tokens\": %" PRIu64 "}\n",
+            ", \"hit_ns\": %" PRIu64 ", \"miss_wait_ns\": %" PRIu64 ", \"replay_tokens\": %" PRIu64,
             sp_g.conf.vault, st.slots, st.slot_bytes, st.hits, st.joins, st.misses,
             demand ? (double)st.hits / (double)demand : 0.0, st.claims, st.bytes_read,
             st.reads_failed, sp_g.wait_ns, sp_g.expert_nodes, sp_g.groups, sp_g.graphs,
             sp_g.offset_passes, st.freq_status, st.prewarm_slots, st.prewarm_passes,
             st.prewarm_reads, st.prewarm_hits, sp_g.hit_claims, sp_g.hit_ns, sp_g.miss_wait_ns,
             sp_replay_tokens());
+    sp_look_json(f);
+    fprintf(f, "}\n");
     fclose(f);
 }

@@ -14,9 +14,13 @@
 #    gpt-oss and olmoe fixtures (offset_passes > 0);
 #  - SMOE_STATS writes the counters as JSON (slots as asked, hits, misses,
 #    hit_rate, bytes_read, wait_ns, copy_ns 0);
+#  - with SMOE_LOOKAHEAD=1 (the router lookahead) the tokens are the same
+#    at the same three rings, and SMOE_STATS counts hints, the routings
+#    checked against them and lookahead_recall;
 #  - llama-perplexity prints identical figures at 25% and top-k slots;
-#  - --list-devices names the device and the vault; without SMOE_VAULT
-#    there is no device and the output is stock's;
+#  - --list-devices names the device, the vault and whether the lookahead
+#    is on; without SMOE_VAULT there is no device and the output is
+#    stock's;
 #  - a vault of another model with the same shapes, and a missing vault,
 #    are refused at load with a message naming the tensor or the file,
 #    and no crash.
@@ -49,6 +53,15 @@ complete() {
     cat run.err >&2
 }
 plug="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model.smoe"
+# same_tokens O SLOTS WHAT [MARK]: llama-completion with the plugin ($pre)
+# into O.out and O.err; the ring is SLOTS slots (and MARK follows on that
+# line), and the tokens are stock's (ref.out).
+same_tokens() {
+    complete -ot exps=SMOE > $1.out 2> $1.err || { cat $1.err; fail "llama-completion $3, $2 slots"; }
+    grep -q "ring $2 slots${4:-}" $1.err || { cat $1.err; fail "$3: no 'ring $2 slots${4:-}'"; }
+    cmp -s ref.out $1.out ||
+        { diff ref.out $1.out | head; fail "llama-completion's tokens differ $3 at $2 slots"; }
+}
 
 complete > ref.out 2> ref.err || { cat ref.err; fail "stock llama-completion"; }
 [ "$(wc -c < ref.out)" -gt "${#prompt}" ] || fail "stock llama-completion printed no tokens"
@@ -61,10 +74,7 @@ cmp -s ref.out none.out || fail "output with the plugin loaded and no SMOE_VAULT
 for slots in "$entries" "$quarter" "$topk"; do
     o=s$slots
     pre="$plug SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json"
-    complete -ot exps=SMOE > $o.out 2> $o.err ||
-        { cat $o.err; fail "llama-completion with the plugin, $slots slots"; }
-    grep -q "ring $slots slots" $o.err || { cat $o.err; fail "ring is not $slots slots"; }
-    cmp -s ref.out $o.out || { diff ref.out $o.out | head; fail "llama-completion's tokens differ at $slots slots"; }
+    same_tokens $o $slots "with the plugin"
     "$SMOE_LLAMA_PY" - $o.json $slots <<'EOF' || fail "SMOE_STATS at $slots slots"
 import json, sys
 st = json.load(open(sys.argv[1]))
@@ -75,6 +85,28 @@ assert st["copy_ns"] == 0 and st["misses"] > 0 and st["bytes_read"] > 0, st
 assert st["expert_nodes"] > 0 and 0 <= st["hit_rate"] <= 1, st
 EOF
 done
+# The router lookahead (SMOE_LOOKAHEAD=1): the same tokens at the same
+# rings; it learned the routers from the graph, made hints, checked them
+# at the next layer's routing and says so in SMOE_STATS. Off (the default)
+# it writes "lookahead": false and no figures.
+for slots in "$entries" "$quarter" "$topk"; do
+    o=l$slots
+    pre="$plug SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json SMOE_LOOKAHEAD=1"
+    same_tokens $o $slots "with SMOE_LOOKAHEAD=1" ".*lookahead on"
+    "$SMOE_LLAMA_PY" - $o.json <<'EOF2' || fail "SMOE_STATS with SMOE_LOOKAHEAD=1 at $slots slots: $(cat $o.json)"
+import json, sys
+st = json.load(open(sys.argv[1]))
+assert st["lookahead"] is True, st
+assert st["lookahead_routers"] > 0 and st["lookahead_hints"] > 0, st
+assert st["lookahead_layers"] > 0 and st["lookahead_demanded"] > 0, st
+assert st["lookahead_renormed"] > 0 and st["lookahead_unseen"] == 0, st
+assert 0 <= st["lookahead_recall"] <= 1 and st["lookahead_bytes"] > 0, st
+EOF2
+    echo "lookahead, $slots slots: recall $("$SMOE_LLAMA_PY" -c "import json; print(json.load(open('$o.json'))['lookahead_recall'])")"
+done
+"$SMOE_LLAMA_PY" -c "import json,sys; st=json.load(open('s$entries.json')); sys.exit(st['lookahead'] is not False or 'lookahead_recall' in st)" ||
+    fail "SMOE_STATS without SMOE_LOOKAHEAD: $(cat s$entries.json)"
+
 # An index vault: the same tokens at the same rings. Its components lie
 # where the GGUF puts them, at offsets that differ from expert to expert
 # in these small tensors: the plugin computes a group once per offset.
@@ -82,11 +114,7 @@ index_fixture model
 for slots in "$entries" "$quarter" "$topk"; do
     o=i$slots
     pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=model-index.smoe SMOE_RING_SLOTS=$slots SMOE_STATS=$o.json"
-    complete -ot exps=SMOE > $o.out 2> $o.err ||
-        { cat $o.err; fail "llama-completion with an index vault, $slots slots"; }
-    grep -q "ring $slots slots" $o.err || { cat $o.err; fail "index vault: ring is not $slots slots"; }
-    cmp -s ref.out $o.out ||
-        { diff ref.out $o.out | head; fail "llama-completion's tokens differ with an index vault at $slots slots"; }
+    same_tokens $o $slots "with an index vault"
     "$SMOE_LLAMA_PY" -c "import json,sys; st=json.load(open('$o.json')); sys.exit(not (st['copy_ns'] == 0 and st['misses'] > 0))" ||
         fail "index vault at $slots slots: SMOE_STATS $(cat $o.json)"
     passes=$("$SMOE_LLAMA_PY" -c "import json; print(json.load(open('$o.json'))['offset_passes'])")
@@ -126,9 +154,12 @@ for slots in "$quarter" "$topk"; do
     cmp -s ppl.ref ppl.$slots || { cat ppl.ref ppl.$slots; fail "llama-perplexity differs at $slots slots"; }
 done
 
-# --list-devices names the device and the vault.
+# --list-devices names the device, the vault and whether the lookahead is on.
 $plug "$LLAMA_COMPLETION" --list-devices > dev.out 2>&1 || true
-grep -q "SMOE: smoe_stream: vault model.smoe" dev.out || { cat dev.out; fail "--list-devices"; }
+grep -q "SMOE: smoe_stream: vault model.smoe.*lookahead off" dev.out || { cat dev.out; fail "--list-devices"; }
+$plug SMOE_LOOKAHEAD=1 "$LLAMA_COMPLETION" --list-devices > devl.out 2>&1 || true
+grep -q "SMOE: smoe_stream: vault model.smoe.*lookahead on" devl.out ||
+    { cat devl.out; fail "--list-devices with SMOE_LOOKAHEAD=1 does not say lookahead on"; }
 
 # A vault of another model is refused at load, naming the tensor.
 pre="env GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=other.smoe"
