@@ -1,5 +1,5 @@
 /*
- * Description: the library's trace recorder (src/trace_rec.c). Records
+ * Description: the library's trace recorder (src/fill/trace_rec.c). Records
  * from one producer come out as a trace the reader parses, grouped into
  * lines by layer, with the token advancing when the layer goes back; with
  * several producers started behind a barrier every record appears exactly

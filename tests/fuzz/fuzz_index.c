@@ -1,6 +1,6 @@
 /*
  * fuzz_index.c - the index vault's reader (smoe__vault_load on version 2,
- * src/vault_v2.c, and the slot plan of src/extent.c) on arbitrary input.
+ * src/vault/vault_v2.c, and the slot plan of src/vault/extent.c) on arbitrary input.
  *
  * An index vault is small and its tables lie anywhere from byte 128 on,
  * so the input is the file itself after one control byte:

@@ -1,6 +1,6 @@
 /*
  * fuzz_model_hdr.c - the library's own readers of an index vault's source
- * headers (src/model_gguf.c, model_st.c and the JSON scanner model_json.c,
+ * headers (src/vault/model_gguf.c, model_st.c and the JSON scanner model_json.c,
  * through smoe__model_hdr_parse), on arbitrary input.
  *
  * Input: a little-endian u32 W, then the file's first bytes. W's top bit

@@ -433,7 +433,7 @@
 #define TORN (-1)
 #define DATA(k, g) (((g) << 4) | (k))
 
-/* ---- victim classes (src/evict.c victim_class); NEVER: not a victim ---- */
+/* ---- victim classes (src/policy/evict.c victim_class); NEVER: not a victim ---- */
 #define NEVER 9
 #define VCLASS(w, dem) \
     ((REFS(w) != 0 || PINS(w) != 0) -> NEVER : \
