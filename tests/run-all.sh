@@ -31,10 +31,11 @@
 # ~/.cache/smoe; stage 6 fetches node-llama-cpp 3.21.1 (llama.cpp's source,
 # about 200 MB) the same way. Packages installed include python3-torch;
 # stage 5 uses loop devices and FUSE (nbdkit, nbdfuse). In a fresh clone
-# with ~/.cache warm the whole run took 20 minutes on 2 shared cores
+# with ~/.cache warm the whole run took 23.5 minutes on 2 cores
 # (2026-12-05); a first run adds llama.cpp built from scratch with its
-# server and tools (36 minutes under load that day) and apt-get (8 min 46 s
-# on a fresh Debian 12, 2026-12-04); a busier or faster machine differs. Long steps print a
+# server and tools (36 minutes under load that day), its Windows parts
+# (stage 7; 41 minutes under heavier load) and apt-get (8 min 46 s on a
+# fresh Debian 12, 2026-12-04); a busier or faster machine differs. Long steps print a
 # line every 15 s while they run; stage 6 keeps llama.cpp's build output
 # in build-llama/build.log. The last line says PASS with each stage's time,
 # or FAIL and the stage that failed.
