@@ -35,8 +35,33 @@
 #          and prints load, first token and decode tokens/s of each, and
 #          whether the streamed runs' logits and tokens equal stock-cpu-moe's
 #          (the same placement, so they must be bit-identical)
+#   plugin (GPU machine) the plugin in stock llama-completion with the dense
+#          part on the GPU: the same shape with a byte-level vocabulary
+#          (LAYERS layers), packed; one PROMPT-letter prompt (default 128)
+#          and TOKENS greedy tokens each, --n-gpu-layers 99, in this order:
+#            stock-cpu-moe     stock llama-completion --cpu-moe, the GGUF in
+#                              the page cache (its default: CPU repacking)
+#            stock-cpu-moe-nr  the same with --no-repack: the plain CPU
+#                              kernels the plugin computes with (the
+#                              reference for the tokens)
+#            plugin            GGML_BACKEND_PATH=libggml-smoe.so
+#                              -ot exps=SMOE, ring SHARE% of the experts,
+#                              the vault cold
+#            plugin-full       the same with the whole vault in the ring
+#            stock-gpu         stock with everything on the GPU (ceiling)
+#          and prints load, prompt and decode tokens/s, whether the text
+#          equals stock-cpu-moe-nr's, and the plugin's SMOE_STATS; then
+#          stock llama-bench (-p BENCH_PROMPT -n TOKENS -r 2, default 512,
+#          its warm-up run first) for steady rates:
+#            bench-stock-cpu-moe  --n-cpu-moe 99 (repacked), page cache warm
+#            bench-plugin-full    the plugin, whole vault (the warm-up's
+#                                 prompt has filled the ring)
+#            bench-plugin         the plugin, SHARE% ring, vault cold
+#            bench-stock-gpu      everything on the GPU
+#   model  (GPU machine) only write and pack the plugin step's model (it
+#          can run beside build once llama.cpp is unpacked)
 #   all    build, then run
-# Environment: LAYERS, TOKENS, THREADS (default: the CPU count), GPU_LAYERS
+# Environment: LAYERS, TOKENS, PROMPT, THREADS (default: the CPU count), GPU_LAYERS
 # (default 99), SHARE (ring, % of the experts; default 25), BUILD (pack),
 # CONFIGURE_ONLY=1 (build: stop after configuring, on a machine without GPU).
 set -eu
@@ -53,8 +78,9 @@ do_pack() {
     [ -f "$lcpp/include/llama.h" ] || { echo "gpu_run.sh: no llama.cpp tree in $b" >&2; exit 1; }
     rm -rf "$carry"
     mkdir -p "$carry/lib"
+    # tools/ stays: llama-completion, the program the plugin step runs.
     tar -C "$lcpp" -cJf "$carry/llama.cpp.tar.xz" --exclude=./.git --exclude=./models \
-        --exclude=./docs --exclude=./tools --exclude=./examples --exclude=./tests \
+        --exclude=./docs --exclude=./examples --exclude=./tests \
         --exclude=./benches --exclude=./pocs --exclude=./app --exclude=./media .
     (cd "$lcpp" && git rev-parse HEAD 2>/dev/null || echo unknown) > "$carry/llama.cpp.commit"
     cp /usr/include/xxhash.h "$carry/"
@@ -95,10 +121,10 @@ do_build() {
         > "$work/configure.log" ||
         { tail -n 30 "$work/configure.log"; exit 1; }
     [ -z "${CONFIGURE_ONLY:-}" ] || return 0
-    log "building smoe-llama with $(nproc) jobs"
-    cmake --build "$work/b" -j"$(nproc)" --target smoe-llama > "$work/build.log" 2>&1 ||
-        { tail -n 40 "$work/build.log"; exit 1; }
-    log "built $work/b/integrations/llama.cpp/smoe-llama"
+    log "building smoe-llama, libggml-smoe, llama-completion and llama-bench with $(nproc) jobs"
+    cmake --build "$work/b" -j"$(nproc)" --target smoe-llama ggml-smoe llama-completion llama-bench \
+        > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 1; }
+    log "built $work/b/integrations/llama.cpp/smoe-llama and libggml-smoe.so"
 }
 
 # One run: MODE ARGS... -> prints a table row; logits and ids in $work/MODE.*
@@ -171,10 +197,135 @@ do_run() {
     unset GGML_CUDA_DISABLE_FUSION
 }
 
+# One llama-completion run of the plugin step: MODE [ENV...] -- ARGS... ->
+# a table row; text in $work/MODE.out, log in $work/MODE.err.
+pone() {
+    mode=$1
+    shift
+    penv=
+    while [ "$1" != -- ]; do penv="$penv $1"; shift; done
+    shift
+    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
+    case $mode in stock*) cat "$model" > /dev/null ;; esac # warm: the page cache holds it
+    # shellcheck disable=SC2086
+    env $penv "$lcompl" -m "$model" -p "$ptext" -n "$tokens" --temp 0 --seed 7 --ignore-eos \
+        -no-cnv -c $((prompt + tokens + 64)) -t "$threads" -ngl "$ngl" "$@" \
+        > "$work/$mode.out" 2> "$work/$mode.err" < /dev/null ||
+        { tail -n 20 "$work/$mode.err"; echo "gpu_run.sh: $mode failed" >&2; exit 1; }
+    set -- $(awk '
+        / load time = / { load = $(NF - 1) / 1000 }
+        /prompt eval time = / { for (i = 1; i <= NF; i++) if ($i == "ms") { ms = $(i - 1); n = $(i + 2); break }
+                                if (ms > 0) pp = n / ms * 1000 }
+        / eval time = / && !/prompt/ { for (i = 1; i <= NF; i++) if ($i == "ms") { ms = $(i - 1); n = $(i + 2); break }
+                                       if (ms > 0) tg = n / ms * 1000 }
+        END { printf "%.2f %.1f %.2f\n", load, pp, tg }' "$work/$mode.err")
+    same=-
+    if [ "$mode" != "$ref" ]; then
+        same=differs
+        cmp -s "$work/$ref.out" "$work/$mode.out" && same=equal
+        same="text $same (vs $ref)"
+    fi
+    printf '%-17s %8s %9s %11s   %s\n' "$mode" "$1" "$2" "$3" "$same"
+    grep -i 'offloaded .* layers to GPU\|ggml_cuda_init: found\|smoe: ' "$work/$mode.err" |
+        head -n 6 | sed 's/^/    /' || true
+    if [ -f "$work/$mode.json" ]; then
+        python3 -c 'import json, sys
+st = json.load(open(sys.argv[1]))
+print("    SMOE_STATS: " + ", ".join("%s %s" % (k, st[k]) for k in ("slots", "hits", "misses",
+      "hit_rate", "bytes_read", "wait_ns", "copy_ns", "hit_ns", "miss_wait_ns") if k in st))' \
+            "$work/$mode.json"
+    fi
+}
+
+# The plugin step's model (byte vocabulary) and its vault, once.
+plugin_model() {
+    smoe=$carry/smoe
+    model=$work/qwen3-30b-a3b-${LAYERS:-24}-bv.gguf
+    vault=$work/qwen3-30b-a3b-${LAYERS:-24}-bv.smoe
+    export LD_LIBRARY_PATH=$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    if [ ! -f "$model" ]; then
+        log "writing $model"
+        PYTHONPATH=$work/llama.cpp/gguf-py python3 integrations/llama.cpp/tests/mkmoe.py \
+            qwen3-30b-a3b "$model.tmp" --layers "${LAYERS:-24}" --byte-vocab
+        mv "$model.tmp" "$model"
+    fi
+    if [ ! -f "$vault" ]; then
+        log "packing $vault"
+        "$smoe" pack --quiet --out "$vault.tmp" "$model" > /dev/null
+        mv "$vault.tmp" "$vault"
+    fi
+}
+
+do_plugin() {
+    lcompl=$work/b/bin/llama-completion
+    lbench=$work/b/bin/llama-bench
+    plugin=$work/b/integrations/llama.cpp/libggml-smoe.so
+    [ -x "$lcompl" ] && [ -f "$plugin" ] || { echo "gpu_run.sh: build first (gpu_run.sh build)" >&2; exit 1; }
+    layers=${LAYERS:-24} tokens=${TOKENS:-32} threads=${THREADS:-$(nproc)}
+    ngl=${GPU_LAYERS:-99} share=${SHARE:-25} prompt=${PROMPT:-128}
+    rm -f "$work/plugin.json" "$work/plugin-full.json"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /' || true
+    plugin_model
+    info=$("$smoe" inspect "$vault")
+    entries=$(echo "$info" | sed -n 's/^entries *\([0-9]*\).*/\1/p')
+    slots=$((entries * share / 100))
+    ptext=$(awk -v n="$prompt" 'BEGIN { w = "the quick brown fox jumps over the lazy dog while five boxing wizards jump quickly "
+        while (length(s) < n) s = s w; print substr(s, 1, n) }')
+    log "qwen3-30b-a3b shape (byte vocabulary), $layers layers, $entries experts; ring $slots" \
+        "slots ($share%); $threads threads, -ngl $ngl; $prompt prompt letters, $tokens tokens"
+    printf '%-17s %8s %9s %11s   %s\n' mode load_s prompt_t/s decode_t/s "text"
+    ref=stock-cpu-moe-nr
+    pl="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault"
+    pone stock-cpu-moe -- --cpu-moe
+    pone stock-cpu-moe-nr -- --cpu-moe --no-repack
+    pone plugin $pl SMOE_RING_SLOTS=$slots SMOE_STATS=$work/plugin.json -- -ot exps=SMOE
+    pone plugin-full $pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/plugin-full.json -- -ot exps=SMOE
+    pone stock-gpu --
+    env $pl SMOE_RING_SLOTS=$slots "$lcompl" --list-devices 2>&1 | sed 's/^/    /'
+    bp=${BENCH_PROMPT:-512}
+    log "llama-bench -p $bp -n $tokens -r 2 -ngl $ngl (warm-up run first)"
+    printf '%-20s %11s %11s\n' mode prompt_t/s decode_t/s
+    bone bench-stock-cpu-moe -- -ncmoe 99
+    bone bench-plugin-full $pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/bench-plugin-full.json -- -ot exps=SMOE
+    bone bench-plugin $pl SMOE_RING_SLOTS=$slots SMOE_STATS=$work/bench-plugin.json -- -ot exps=SMOE
+    bone bench-stock-gpu --
+}
+
+# One llama-bench run: MODE [ENV...] -- ARGS... -> a table row.
+bone() {
+    mode=$1
+    shift
+    penv=
+    while [ "$1" != -- ]; do penv="$penv $1"; shift; done
+    shift
+    rm -f "$work/$mode.json"
+    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
+    case $mode in bench-stock*) cat "$model" > /dev/null ;; esac
+    # shellcheck disable=SC2086
+    env $penv "$lbench" -m "$model" -p "$bp" -n "$tokens" -r 2 -t "$threads" -ngl "$ngl" \
+        -o jsonl "$@" > "$work/$mode.out" 2> "$work/$mode.err" < /dev/null ||
+        { tail -n 20 "$work/$mode.err"; echo "gpu_run.sh: $mode failed" >&2; exit 1; }
+    python3 -c 'import json, sys
+pp = tg = 0.0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r["n_gen"] > 0: tg = r["avg_ts"]
+    else: pp = r["avg_ts"]
+print("%-20s %11.1f %11.2f" % (sys.argv[2], pp, tg))' "$work/$mode.out" "$mode"
+    if [ -f "$work/$mode.json" ]; then
+        python3 -c 'import json, sys
+st = json.load(open(sys.argv[1]))
+print("    SMOE_STATS: " + ", ".join("%s %s" % (k, st[k]) for k in ("slots", "hits", "misses",
+      "hit_rate", "bytes_read", "wait_ns", "copy_ns", "hit_ns") if k in st))' "$work/$mode.json"
+    fi
+}
+
 case $step in
 pack) do_pack ;;
 build) do_build ;;
 run) do_run ;;
+plugin) do_plugin ;;
+model) plugin_model ;;
 all) do_build && do_run ;;
 *) awk 'NR > 1 && /^set -eu/ { exit } NR > 1' "$0"; exit 2 ;;
 esac
