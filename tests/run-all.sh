@@ -194,7 +194,8 @@ if want 6; then
     # compare against (docs/llama.cpp.md, "llama.cpp's own programs").
     smoe_logged_step "building llama.cpp, smoe-llama and libggml-smoe" build-llama/build.log \
     cmake --build build-llama -j"$jobs" --target smoe smoe-llama smoe-llama-quantize \
-        ggml-smoe llama-completion llama-perplexity llama-server ggml-rpc-server
+        ggml-smoe llama-completion llama-perplexity llama-server llama-cli llama-bench \
+        ggml-rpc-server
     (cd build-llama && ctest --output-on-failure -L llama)
     end
 fi

@@ -73,11 +73,17 @@ static void read_conf(void)
         sp_g.failed = 1;
     if (sp_g.failed)
         sp_log_error("%s", sp_g.err);
-    if (c->vault)
+    if (c->vault) {
+        char ring[64];
+        if (c->ring_slots)
+            snprintf(ring, sizeof ring, "of %" PRIu32 " slots", c->ring_slots);
+        else if (c->ring_mb)
+            snprintf(ring, sizeof ring, "of %" PRIu64 " MiB", c->ring_mb);
+        else
+            snprintf(ring, sizeof ring, "sized at load");
         snprintf(sp_g.desc, sizeof sp_g.desc, "smoe_stream: vault %s, ring %s, lookahead %s",
-                 c->vault, c->ring_slots ? "of SMOE_RING_SLOTS slots"
-                           : c->ring_mb  ? "of SMOE_RING_MB MiB" : "sized at load",
-                 c->lookahead ? "on" : "off");
+                 c->vault, ring, c->lookahead ? "on" : "off");
+    }
 }
 
 /* ---- backend ---- */
