@@ -8,9 +8,13 @@
 #  - llama-cli --list-devices names the device, the vault and the ring;
 #  - llama-bench with -ot exps=SMOE runs its prompt and generation tests,
 #    reports the SMOE backend and the override, and SMOE_STATS shows that
-#    the experts came through the ring at the slots asked.
-# Environment: LLAMA_CLI, LLAMA_BENCH, GGML_SMOE, SMOE_TOOL, SMOE_LLAMA_PY,
-# SMOE_TEST_TMPDIR.
+#    the experts came through the ring at the slots asked;
+#  - llama-completion with the flags users add (--no-mmap: the loader
+#    reads the experts into the buffer, which drops them; --mlock;
+#    -fa on with a quantized KV cache; -ub 1) writes the same text as
+#    stock with the same flags, at 25% of the vault.
+# Environment: LLAMA_CLI, LLAMA_BENCH, LLAMA_COMPLETION, GGML_SMOE,
+# SMOE_TOOL, SMOE_LLAMA_PY, SMOE_TEST_TMPDIR.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -79,3 +83,30 @@ assert st["slots"] == int(sys.argv[3]), st
 assert st["claims"] >= st["slots"] and st["misses"] > 0 and st["copy_ns"] == 0, st
 EOF
 echo "ok llama-bench with the plugin"
+
+# complete OUT [ENV...] -- ARGS...: llama-completion's greedy text into OUT.
+complete() {
+    o=$1
+    shift
+    ce=
+    while [ "$1" != -- ]; do ce="$ce $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    run_logged "graphs reused" $o $o.err env $ce "$LLAMA_COMPLETION" -m "$g" \
+        -p "def main(argv):" -n 32 --temp 0 --seed 7 -t 2 -c 256 --ignore-eos -no-cnv \
+        --no-warmup -nr "$@" || { tail -n 20 $o.err; fail "llama-completion ($o)"; }
+}
+
+n=0
+for flags in "--no-mmap" "--mlock" "-fa on -ctk q8_0 -ctv q8_0" "-ub 1 -b 1"; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    complete c$n.ref SMOE_UNUSED=1 -- $flags
+    # shellcheck disable=SC2086
+    complete c$n.plug $plug SMOE_RING_SLOTS=$quarter -- $flags -ot exps=SMOE
+    grep -q "ring $quarter slots" c$n.plug.err ||
+        { tail -n 20 c$n.plug.err; fail "llama-completion $flags: the plugin did not open"; }
+    cmp -s c$n.ref c$n.plug ||
+        { diff c$n.ref c$n.plug | head; fail "llama-completion $flags: text differs from stock's"; }
+    echo "ok llama-completion $flags: stock's text at $quarter slots"
+done
