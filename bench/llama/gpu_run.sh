@@ -63,6 +63,8 @@
 #   all    build, then run
 # Environment: LAYERS, TOKENS, PROMPT, THREADS (default: the CPU count), GPU_LAYERS
 # (default 99), SHARE (ring, % of the experts; default 25), BUILD (pack),
+# CUDA_FA=OFF (build: without CUDA's flash-attention kernels, a shorter
+# build; every mode then runs without flash attention),
 # CONFIGURE_ONLY=1 (build: stop after configuring, on a machine without GPU).
 set -eu
 cd "$(dirname "$0")/../.."
@@ -117,7 +119,7 @@ do_build() {
         -DSMOE_BUILD_TOOL=OFF -DSMOE_BUILD_EXAMPLES=OFF -DSMOE_BUILD_LLAMA=ON \
         -DSMOE_LLAMA_CPP_DIR="$work/llama.cpp" -DSMOE_XXHASH_INLINE=ON \
         -DSMOE_XXHASH_HEADER="$carry/xxhash.h" -DGGML_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF -DGGML_CUDA_FA="${CUDA_FA:-ON}" \
         > "$work/configure.log" ||
         { tail -n 30 "$work/configure.log"; exit 1; }
     [ -z "${CONFIGURE_ONLY:-}" ] || return 0
