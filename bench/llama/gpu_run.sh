@@ -63,6 +63,8 @@
 #   all    build, then run
 # Environment: LAYERS, TOKENS, PROMPT, THREADS (default: the CPU count), GPU_LAYERS
 # (default 99), SHARE (ring, % of the experts; default 25), BUILD (pack),
+# BUILD_TARGETS (build: the targets; default smoe-llama ggml-smoe
+# llama-completion llama-bench), BENCH=0 (plugin: no llama-bench part),
 # CUDA_FA=OFF (build: without CUDA's flash-attention kernels, a shorter
 # build; every mode then runs without flash attention),
 # CONFIGURE_ONLY=1 (build: stop after configuring, on a machine without GPU).
@@ -124,7 +126,8 @@ do_build() {
         { tail -n 30 "$work/configure.log"; exit 1; }
     [ -z "${CONFIGURE_ONLY:-}" ] || return 0
     log "building smoe-llama, libggml-smoe, llama-completion and llama-bench with $(nproc) jobs"
-    cmake --build "$work/b" -j"$(nproc)" --target smoe-llama ggml-smoe llama-completion llama-bench \
+    # shellcheck disable=SC2086
+    cmake --build "$work/b" -j"$(nproc)" --target ${BUILD_TARGETS:-smoe-llama ggml-smoe llama-completion llama-bench} \
         > "$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 1; }
     log "built $work/b/integrations/llama.cpp/smoe-llama and libggml-smoe.so"
 }
@@ -284,6 +287,7 @@ do_plugin() {
     pone plugin-full $pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/plugin-full.json -- -ot exps=SMOE
     pone stock-gpu --
     env $pl SMOE_RING_SLOTS=$slots "$lcompl" --list-devices 2>&1 | sed 's/^/    /'
+    [ "${BENCH:-1}" = 0 ] && return 0
     bp=${BENCH_PROMPT:-512}
     log "llama-bench -p $bp -n $tokens -r 2 -ngl $ngl (warm-up run first)"
     printf '%-20s %11s %11s\n' mode prompt_t/s decode_t/s
