@@ -233,13 +233,16 @@ pone() {
     printf '%-17s %8s %9s %11s   %s\n' "$mode" "$1" "$2" "$3" "$same"
     grep -i 'offloaded .* layers to GPU\|ggml_cuda_init: found\|smoe: ' "$work/$mode.err" |
         head -n 6 | sed 's/^/    /' || true
-    if [ -f "$work/$mode.json" ]; then
-        python3 -c 'import json, sys
+    stats_line "$work/$mode.json"
+}
+
+# stats_line FILE: the plugin's SMOE_STATS counters of a run, if it wrote them.
+stats_line() {
+    [ -f "$1" ] || return 0
+    python3 -c 'import json, sys
 st = json.load(open(sys.argv[1]))
 print("    SMOE_STATS: " + ", ".join("%s %s" % (k, st[k]) for k in ("slots", "hits", "misses",
-      "hit_rate", "bytes_read", "wait_ns", "copy_ns", "hit_ns", "miss_wait_ns") if k in st))' \
-            "$work/$mode.json"
-    fi
+      "hit_rate", "bytes_read", "wait_ns", "copy_ns", "hit_ns", "miss_wait_ns") if k in st))' "$1"
 }
 
 # The plugin step's model (byte vocabulary) and its vault, once.
@@ -318,12 +321,7 @@ for l in open(sys.argv[1]):
     if r["n_gen"] > 0: tg = r["avg_ts"]
     else: pp = r["avg_ts"]
 print("%-20s %11.1f %11.2f" % (sys.argv[2], pp, tg))' "$work/$mode.out" "$mode"
-    if [ -f "$work/$mode.json" ]; then
-        python3 -c 'import json, sys
-st = json.load(open(sys.argv[1]))
-print("    SMOE_STATS: " + ", ".join("%s %s" % (k, st[k]) for k in ("slots", "hits", "misses",
-      "hit_rate", "bytes_read", "wait_ns", "copy_ns", "hit_ns") if k in st))' "$work/$mode.json"
-    fi
+    stats_line "$work/$mode.json"
 }
 
 case $step in
