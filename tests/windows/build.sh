@@ -113,6 +113,10 @@ if [ ! -f "$WINEPREFIX/system.reg" ]; then
     echo "== creating the Wine prefix $WINEPREFIX (once)"
     wineboot -i > "$cache/wineboot.log" 2>&1 || { tail -n 5 "$cache/wineboot.log"; fail "wineboot"; }
 fi
+# One wineserver for the whole run: one started by each short-lived wine
+# process exits between them, and a process connecting while it goes down
+# dies with "wine client error:0: recvmsg: Connection reset by peer".
+wineserver -p && trap 'wineserver -k 2> /dev/null || true' EXIT
 WINEPATH=$(winepath -w "$b/src" 2>/dev/null) && export WINEPATH
 
 # ---- the installed package: pkg-config for the target -------------------------

@@ -48,6 +48,10 @@ WINE=$(command -v wine64 || command -v wine || true)
 [ -n "$WINE" ] || skip "wine not found"
 export WINEPREFIX=$cache/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 [ -f "$WINEPREFIX/system.reg" ] || skip "no Wine prefix in $WINEPREFIX (tests/windows/build.sh first)"
+# One wineserver for the whole run: one started by each short-lived wine
+# process exits between them, and a process connecting while it goes down
+# dies with "wine client error:0: recvmsg: Connection reset by peer".
+wineserver -p && trap 'wineserver -k 2> /dev/null || true' EXIT
 
 # ---- build -------------------------------------------------------------------
 start=$(date +%s)

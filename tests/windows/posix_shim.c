@@ -1,4 +1,6 @@
 /* posix_shim.c - see posix_shim.h. */
+/* rand_s, declared by stdlib.h only when asked for */
+#define _CRT_RAND_S
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,12 +119,19 @@ ssize_t pwrite(int fd, const void *buf, size_t n, long long off)
     return -1;
 }
 
+/* The six letters come from rand_s (the system's random source): rand()
+ * starts from the same seed in every process, so each run would walk the
+ * names of the runs before it and give up once 100 of them were left. */
 char *mkdtemp(char *tmpl)
 {
     size_t n = strlen(tmpl);
     for (int tries = 0; tries < 100; tries++) {
-        for (size_t i = n - 6; i < n; i++)
-            tmpl[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand() % 36];
+        for (size_t i = n - 6; i < n; i++) {
+            unsigned r = 0;
+            if (rand_s(&r) != 0)
+                return NULL;
+            tmpl[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[r % 36];
+        }
         if (_mkdir(tmpl) == 0)
             return tmpl;
         if (errno != EEXIST)
