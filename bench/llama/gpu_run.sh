@@ -132,12 +132,18 @@ do_build() {
     log "built $work/b/integrations/llama.cpp/smoe-llama and libggml-smoe.so"
 }
 
+# page_cache MODE: before a run, the model and vault out of the page cache;
+# a stock run's GGUF read back in (stock maps it: the page cache holds it).
+page_cache() {
+    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
+    case $1 in stock* | bench-stock*) cat "$model" > /dev/null ;; esac
+}
+
 # One run: MODE ARGS... -> prints a table row; logits and ids in $work/MODE.*
 one() {
     mode=$1
     shift
-    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
-    case $mode in stock*) cat "$model" > /dev/null ;; esac # warm: the page cache holds it
+    page_cache "$mode"
     "$llama" --model "$model" --prompt-tokens "$ptoks" --n-predict "$tokens" --ignore-eos \
         --threads "$threads" --n-gpu-layers "$ngl" --print-token-ids \
         --logits-out "$work/$mode.logits" "$@" > "$work/$mode.out" 2> "$work/$mode.err" ||
@@ -202,16 +208,12 @@ do_run() {
     unset GGML_CUDA_DISABLE_FUSION
 }
 
-# One llama-completion run of the plugin step: MODE [ENV...] -- ARGS... ->
+# One llama-completion run of the plugin step: MODE "ENV..." ARGS... ->
 # a table row; text in $work/MODE.out, log in $work/MODE.err.
 pone() {
-    mode=$1
-    shift
-    penv=
-    while [ "$1" != -- ]; do penv="$penv $1"; shift; done
-    shift
-    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
-    case $mode in stock*) cat "$model" > /dev/null ;; esac # warm: the page cache holds it
+    mode=$1 penv=$2
+    shift 2
+    page_cache "$mode"
     # shellcheck disable=SC2086
     env $penv "$lcompl" -m "$model" -p "$ptext" -n "$tokens" --temp 0 --seed 7 --ignore-eos \
         -no-cnv -c $((prompt + tokens + 64)) -t "$threads" -ngl "$ngl" "$@" \
@@ -284,32 +286,28 @@ do_plugin() {
     printf '%-17s %8s %9s %11s   %s\n' mode load_s prompt_t/s decode_t/s "text"
     ref=stock-cpu-moe-nr
     pl="GGML_BACKEND_PATH=$plugin SMOE_VAULT=$vault"
-    pone stock-cpu-moe -- --cpu-moe
-    pone stock-cpu-moe-nr -- --cpu-moe --no-repack
-    pone plugin $pl SMOE_RING_SLOTS=$slots SMOE_STATS=$work/plugin.json -- -ot exps=SMOE
-    pone plugin-full $pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/plugin-full.json -- -ot exps=SMOE
-    pone stock-gpu --
+    pone stock-cpu-moe "" --cpu-moe
+    pone stock-cpu-moe-nr "" --cpu-moe --no-repack
+    pone plugin "$pl SMOE_RING_SLOTS=$slots SMOE_STATS=$work/plugin.json" -ot exps=SMOE
+    pone plugin-full "$pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/plugin-full.json" -ot exps=SMOE
+    pone stock-gpu ""
     env $pl SMOE_RING_SLOTS=$slots "$lcompl" --list-devices 2>&1 | sed 's/^/    /'
     [ "${BENCH:-1}" = 0 ] && return 0
     bp=${BENCH_PROMPT:-512}
     log "llama-bench -p $bp -n $tokens -r 2 -ngl $ngl (warm-up run first)"
     printf '%-20s %11s %11s\n' mode prompt_t/s decode_t/s
-    bone bench-stock-cpu-moe -- -ncmoe 99
-    bone bench-plugin-full $pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/bench-plugin-full.json -- -ot exps=SMOE
-    bone bench-plugin $pl SMOE_RING_SLOTS=$slots SMOE_STATS=$work/bench-plugin.json -- -ot exps=SMOE
-    bone bench-stock-gpu --
+    bone bench-stock-cpu-moe "" -ncmoe 99
+    bone bench-plugin-full "$pl SMOE_RING_SLOTS=$entries SMOE_STATS=$work/bench-plugin-full.json" -ot exps=SMOE
+    bone bench-plugin "$pl SMOE_RING_SLOTS=$slots SMOE_STATS=$work/bench-plugin.json" -ot exps=SMOE
+    bone bench-stock-gpu ""
 }
 
-# One llama-bench run: MODE [ENV...] -- ARGS... -> a table row.
+# One llama-bench run: MODE "ENV..." ARGS... -> a table row.
 bone() {
-    mode=$1
-    shift
-    penv=
-    while [ "$1" != -- ]; do penv="$penv $1"; shift; done
-    shift
+    mode=$1 penv=$2
+    shift 2
     rm -f "$work/$mode.json"
-    for f in "$model" "$vault"; do dd if="$f" iflag=nocache count=0 status=none 2> /dev/null || true; done
-    case $mode in bench-stock*) cat "$model" > /dev/null ;; esac
+    page_cache "$mode"
     # shellcheck disable=SC2086
     env $penv "$lbench" -m "$model" -p "$bp" -n "$tokens" -r 2 -t "$threads" -ngl "$ngl" \
         -o jsonl "$@" > "$work/$mode.out" 2> "$work/$mode.err" < /dev/null ||

@@ -30,14 +30,11 @@ fail() { echo "FAIL cli-bench: $*" >&2; exit 1; }
 vault_sizes m.smoe
 plug="GGML_BACKEND_PATH=$GGML_SMOE SMOE_VAULT=m.smoe"
 
-# chat OUT [ENV...] -- [ARGS...]: one llama-cli turn; its answer, without
+# chat OUT "ENV..." [ARGS...]: one llama-cli turn; its answer, without
 # the speed line, into OUT.
 chat() {
-    o=$1
-    shift
-    ce=
-    while [ "$1" != -- ]; do ce="$ce $1"; shift; done
-    shift
+    o=$1 ce=$2
+    shift 2
     # shellcheck disable=SC2086
     env $ce "$LLAMA_CLI" -m "$g" -p "def read_lines(path):" -n 32 --temp 0 --seed 7 -st \
         --simple-io -t 2 -c 512 -nr --no-warmup "$@" < /dev/null > $o.raw 2> $o.err ||
@@ -45,10 +42,10 @@ chat() {
     grep -v 't/s' $o.raw > $o || true
     grep -q 'def read_lines' $o || { cat $o.raw; fail "llama-cli ($o) did not echo the prompt"; }
 }
-chat ref SMOE_UNUSED=1 --
+chat ref ""
 [ "$(wc -l < ref)" -gt 2 ] || fail "stock llama-cli answered nothing: $(cat ref.raw)"
 for slots in "$entries" "$topk"; do
-    chat s$slots $plug SMOE_RING_SLOTS=$slots SMOE_STATS=s$slots.json -- -ot exps=SMOE
+    chat s$slots "$plug SMOE_RING_SLOTS=$slots SMOE_STATS=s$slots.json" -ot exps=SMOE
     grep -q "ring $slots slots" s$slots.err || { cat s$slots.err; fail "llama-cli: no 'ring $slots slots'"; }
     cmp -s ref s$slots || { diff ref s$slots | head; fail "llama-cli's answer differs at $slots slots"; }
     "$SMOE_LLAMA_PY" - s$slots.json "$slots" <<'EOF' || fail "llama-cli's SMOE_STATS at $slots slots"
@@ -84,13 +81,10 @@ assert st["claims"] >= st["slots"] and st["misses"] > 0 and st["copy_ns"] == 0, 
 EOF
 echo "ok llama-bench with the plugin"
 
-# complete OUT [ENV...] -- ARGS...: llama-completion's greedy text into OUT.
+# complete OUT "ENV..." ARGS...: llama-completion's greedy text into OUT.
 complete() {
-    o=$1
-    shift
-    ce=
-    while [ "$1" != -- ]; do ce="$ce $1"; shift; done
-    shift
+    o=$1 ce=$2
+    shift 2
     # shellcheck disable=SC2086
     run_logged "graphs reused" $o $o.err env $ce "$LLAMA_COMPLETION" -m "$g" \
         -p "def main(argv):" -n 32 --temp 0 --seed 7 -t 2 -c 256 --ignore-eos -no-cnv \
@@ -101,9 +95,9 @@ n=0
 for flags in "--no-mmap" "--mlock" "-fa on -ctk q8_0 -ctv q8_0" "-ub 1 -b 1"; do
     n=$((n + 1))
     # shellcheck disable=SC2086
-    complete c$n.ref SMOE_UNUSED=1 -- $flags
+    complete c$n.ref "" $flags
     # shellcheck disable=SC2086
-    complete c$n.plug $plug SMOE_RING_SLOTS=$quarter -- $flags -ot exps=SMOE
+    complete c$n.plug "$plug SMOE_RING_SLOTS=$quarter" $flags -ot exps=SMOE
     grep -q "ring $quarter slots" c$n.plug.err ||
         { tail -n 20 c$n.plug.err; fail "llama-completion $flags: the plugin did not open"; }
     cmp -s c$n.ref c$n.plug ||
